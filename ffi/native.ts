@@ -1,0 +1,329 @@
+/**
+ * Typed, checked wrappers over the shim. The only file that reads
+ * `lib.symbols`: everything above it sees numbers and {@linkcode CudaError}.
+ *
+ * @module
+ */
+
+import { getLibrary, type ShimLibrary } from "./library.ts";
+
+/** cudaErrorNotReady: an event or stream still has work pending. */
+const CUDA_NOT_READY = 600;
+
+/**
+ * A CUDA runtime call failed. The message names the operation and the CUDA
+ * error, e.g. `Cannot allocate 4096 bytes of device memory on cuda:0:
+ * cudaErrorMemoryAllocation (2): out of memory`.
+ *
+ * @example Telling CUDA failures apart from argument errors
+ * ```ts
+ * import { CudaError } from "./native.ts";
+ * const error = new CudaError(2, "cudaErrorMemoryAllocation", "out of memory", "allocate device memory");
+ * console.assert(error.cudaName === "cudaErrorMemoryAllocation");
+ * ```
+ */
+export class CudaError extends Error {
+  /** The numeric status (`cudaError_t`, or an `MTC_E_*` code of the shim). */
+  readonly code: number;
+  /** The CUDA error name, e.g. `"cudaErrorMemoryAllocation"`. */
+  readonly cudaName: string;
+  /** What was being done, e.g. `"allocate 4096 bytes of device memory"`. */
+  readonly op: string;
+
+  /** Creates the error; normally thrown by the wrappers of this module. */
+  constructor(code: number, cudaName: string, text: string, op: string) {
+    super(`Cannot ${op}: ${cudaName} (${code}): ${text}`);
+    this.name = "CudaError";
+    this.code = code;
+    this.cudaName = cudaName;
+    this.op = op;
+  }
+}
+
+let lib: ShimLibrary["symbols"] | undefined;
+function sym(): ShimLibrary["symbols"] {
+  return lib ??= getLibrary().symbols;
+}
+
+const out = new Float64Array(4);
+const outI32 = new Int32Array(1);
+
+function cString(pointer: Deno.PointerValue): string {
+  return pointer === null ? "unknown error" : Deno.UnsafePointerView.getCString(pointer);
+}
+
+/** Builds the error for a failed status without throwing it. */
+export function cudaError(status: number, op: string): CudaError {
+  const s = sym();
+  return new CudaError(
+    status,
+    cString(s.mtc_error_name(status)),
+    cString(s.mtc_error_string(status)),
+    op,
+  );
+}
+
+function check(status: number, op: string | (() => string)): void {
+  if (status !== 0) {
+    throw cudaError(status, typeof op === "string" ? op : op());
+  }
+}
+
+let devices: number | undefined;
+/** Number of usable CUDA devices; 0 without a driver or GPU. Cached. */
+export function deviceCount(): number {
+  if (devices === undefined) {
+    check(sym().mtc_device_count(outI32), "count CUDA devices");
+    devices = outI32[0];
+  }
+  return devices;
+}
+
+/** Allocates page-locked, mapped host memory; returns its address. */
+export function hostAlloc(bytes: number): number {
+  check(
+    sym().mtc_host_alloc(bytes, out),
+    () => `allocate ${bytes} bytes of pinned host memory`,
+  );
+  return out[0];
+}
+
+/** Frees memory from {@linkcode hostAlloc}. No JS view of it may remain. */
+export function hostFree(address: number): void {
+  check(sym().mtc_host_free(address), "free pinned host memory");
+}
+
+/** Stream-ordered device allocation on the library stream of `device`. */
+export function deviceAlloc(device: number, bytes: number): number {
+  check(
+    sym().mtc_device_alloc(device, bytes, out),
+    () => `allocate ${bytes} bytes of device memory on cuda:${device}`,
+  );
+  return out[0];
+}
+
+/** Stream-ordered free of memory from {@linkcode deviceAlloc}. */
+export function deviceFree(device: number, address: number): void {
+  check(
+    sym().mtc_device_free(device, address),
+    () => `free device memory on cuda:${device}`,
+  );
+}
+
+/** Creates a CUDA event without timing; returns its handle. */
+export function eventCreate(): number {
+  check(sym().mtc_event_create(out), "create a CUDA event");
+  return out[0];
+}
+
+/** Destroys an event from {@linkcode eventCreate}. */
+export function eventDestroy(event: number): void {
+  check(sym().mtc_event_destroy(event), "destroy a CUDA event");
+}
+
+/** Records `event` on the library stream of `device`. */
+export function eventRecord(device: number, event: number): void {
+  check(
+    sym().mtc_event_record(device, event),
+    () => `record a CUDA event on cuda:${device}`,
+  );
+}
+
+/**
+ * Returns 0 when the event completed, -1 while pending, or the CUDA status
+ * of a failure (never throws, so that `ready()` can call it).
+ */
+export function eventStatus(event: number): number {
+  const status = sym().mtc_event_query(event);
+  return status === CUDA_NOT_READY ? -1 : status;
+}
+
+/** Waits for `event` on a Deno blocking-pool thread; 0 or a CUDA status. */
+export function eventSynchronizeOffThread(event: number): Promise<number> {
+  return sym().mtc_event_synchronize_nonblocking(event);
+}
+
+/** Makes the library stream of `device` wait for `event`. */
+export function streamWaitEvent(device: number, event: number): void {
+  check(
+    sym().mtc_stream_wait_event(device, event),
+    () => `order the stream of cuda:${device} after an event`,
+  );
+}
+
+/** Queues a copy between two CUDA-visible addresses, then records `event` (0: none). */
+export function copyAsync(
+  device: number,
+  dst: number,
+  src: number,
+  bytes: number,
+  event: number,
+): void {
+  const status = sym().mtc_copy_async(device, dst, src, bytes, event);
+  if (status !== 0) {
+    throw cudaError(status, `copy ${bytes} bytes on cuda:${device}`);
+  }
+}
+
+/** Copies bytes of a JS buffer to device memory (pageable source, snapshotted). */
+export function copyFromBuffer(
+  device: number,
+  dst: number,
+  src: ArrayBufferView,
+  offset: number,
+  bytes: number,
+): void {
+  check(
+    sym().mtc_copy_from_buffer(device, dst, src, offset, bytes),
+    () => `copy ${bytes} bytes from host to cuda:${device}`,
+  );
+}
+
+/** Copies device bytes into a JS buffer, synchronously and stream-ordered. */
+export function copyToBuffer(
+  device: number,
+  dst: ArrayBufferView,
+  offset: number,
+  src: number,
+  bytes: number,
+): void {
+  check(
+    sym().mtc_copy_to_buffer(device, dst, offset, src, bytes),
+    () => `copy ${bytes} bytes from cuda:${device} to host`,
+  );
+}
+
+/** Copies host memory into pinned memory, then queues pinned → device. */
+export function stageAndCopy(
+  device: number,
+  dst: number,
+  pinned: number,
+  src: number,
+  bytes: number,
+): void {
+  check(
+    sym().mtc_stage_and_copy(device, dst, pinned, src, bytes),
+    () => `stage and copy ${bytes} bytes to cuda:${device}`,
+  );
+}
+
+/** Copies `bytes` of a JS buffer (from `offset`) to a host address. */
+export function hostWrite(
+  dst: number,
+  src: ArrayBufferView,
+  offset: number,
+  bytes: number,
+): void {
+  check(
+    sym().mtc_host_write(dst, src, offset, bytes),
+    () => `write ${bytes} bytes to host memory`,
+  );
+}
+
+/** Plain host memcpy between two addresses. */
+export function hostCopy(dst: number, src: number, bytes: number): void {
+  sym().mtc_memcpy(dst, src, bytes);
+}
+
+/** Peer copy across devices, ordered with both library streams. */
+export function copyPeer(
+  dstDevice: number,
+  dst: number,
+  srcDevice: number,
+  src: number,
+  bytes: number,
+  fenceA: number,
+  fenceB: number,
+): void {
+  check(
+    sym().mtc_copy_peer(dstDevice, dst, srcDevice, src, bytes, fenceA, fenceB),
+    () => `copy ${bytes} bytes from cuda:${srcDevice} to cuda:${dstDevice}`,
+  );
+}
+
+/**
+ * Gathers `count` tensors listed in `table` (pinned, mapped; 3 doubles per
+ * entry: source address, offset in `dst`, bytes) into `dst` with one kernel;
+ * then copies `bytes` of `dst` to `hostDst` (0: no copy) and records `event`
+ * (0: none), all on the library stream of `device`.
+ */
+export function gather(
+  device: number,
+  table: number,
+  count: number,
+  dst: number,
+  hostDst: number,
+  bytes: number,
+  event: number,
+): void {
+  check(
+    sym().mtc_gather(device, table, count, dst, hostDst, bytes, event),
+    () => `gather ${count} tensors on cuda:${device}`,
+  );
+}
+
+/** Waits for all work queued on the library stream of `device`. */
+export function streamSynchronize(device: number): void {
+  check(
+    sym().mtc_stream_synchronize(device),
+    () => `synchronize the stream of cuda:${device}`,
+  );
+}
+
+/** Free and total device memory of `device`, in bytes. */
+export function memInfo(device: number): { free: number; total: number } {
+  check(
+    sym().mtc_mem_info(device, out),
+    () => `read memory info of cuda:${device}`,
+  );
+  return { free: out[0], total: out[1] };
+}
+
+/** Process-wide shim counters (allocations are what pools must avoid). */
+export interface ShimCounters {
+  /** `cudaHostAlloc` calls. */
+  hostAllocs: number;
+  /** `cudaMallocAsync` calls. */
+  deviceAllocs: number;
+  /** Transfers queued (host↔device, device↔device, peer). */
+  copies: number;
+  /** Gather kernels launched. */
+  kernels: number;
+}
+
+/** Reads the shim's counters. */
+export function counters(): ShimCounters {
+  const values = new Float64Array(4);
+  sym().mtc_counters(values);
+  return {
+    hostAllocs: values[0],
+    deviceAllocs: values[1],
+    copies: values[2],
+    kernels: values[3],
+  };
+}
+
+/**
+ * An ArrayBuffer over native memory the shim owns (no copy, no deleter): it
+ * must not be used after that memory is freed; detach it first.
+ */
+export function hostArrayBuffer(address: number, bytes: number): ArrayBuffer {
+  const pointer = Deno.UnsafePointer.create(BigInt(address));
+  if (pointer === null) throw new TypeError("Cannot view a null address");
+  return Deno.UnsafePointerView.getArrayBuffer(pointer, bytes);
+}
+
+/** A PointerValue for an address (null for 0), for `Tensor.ptr`. */
+export function pointerOf(address: number): Deno.PointerValue {
+  return address === 0 ? null : Deno.UnsafePointer.create(BigInt(address));
+}
+
+/**
+ * The address of a view's first byte. Valid only while the caller keeps the
+ * view reachable and undetached.
+ */
+export function addressOf(view: ArrayBufferView): number {
+  if (view.byteLength === 0) return 0;
+  const pointer = Deno.UnsafePointer.of(view);
+  return pointer === null ? 0 : Number(Deno.UnsafePointer.value(pointer));
+}

@@ -1,0 +1,91 @@
+/**
+ * The shim's symbol table: data only. Every parameter carries its C type.
+ *
+ * Addresses, handles and byte counts cross as `f64` (C `addr_t`/`double`):
+ * addresses are below 2^48 so doubles hold them exactly, and f64 parameters
+ * stay on Deno's fast FFI path without BigInt or PointerObject allocations.
+ *
+ * @module
+ */
+
+/** The ABI version `native/mtc.cu` reports; a mismatched library is refused. */
+export const ABI_VERSION = 3;
+
+/** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
+export const symbols = {
+  // int32_t mtc_abi_version(void)
+  mtc_abi_version: { parameters: [], result: "i32" },
+  // const char* mtc_error_name(int32_t code)
+  mtc_error_name: { parameters: ["i32"], result: "pointer" },
+  // const char* mtc_error_string(int32_t code)
+  mtc_error_string: { parameters: ["i32"], result: "pointer" },
+  // int32_t mtc_device_count(int32_t* out)
+  mtc_device_count: { parameters: ["buffer"], result: "i32" },
+  // void mtc_counters(double out[4])
+  mtc_counters: { parameters: ["buffer"], result: "void" },
+  // int32_t mtc_host_alloc(double bytes, double* out_addr)
+  mtc_host_alloc: { parameters: ["f64", "buffer"], result: "i32" },
+  // int32_t mtc_host_free(addr_t p)
+  mtc_host_free: { parameters: ["f64"], result: "i32" },
+  // int32_t mtc_device_alloc(int32_t device, double bytes, double* out_addr)
+  mtc_device_alloc: { parameters: ["i32", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_device_free(int32_t device, addr_t p)
+  mtc_device_free: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_event_create(double* out_handle)
+  mtc_event_create: { parameters: ["buffer"], result: "i32" },
+  // int32_t mtc_event_destroy(addr_t event)
+  mtc_event_destroy: { parameters: ["f64"], result: "i32" },
+  // int32_t mtc_event_record(int32_t device, addr_t event)
+  mtc_event_record: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_event_query(addr_t event): 0 done, 600 pending, else error
+  mtc_event_query: { parameters: ["f64"], result: "i32" },
+  // int32_t mtc_event_synchronize(addr_t event), on a Deno blocking-pool thread
+  mtc_event_synchronize_nonblocking: {
+    name: "mtc_event_synchronize",
+    parameters: ["f64"],
+    result: "i32",
+    nonblocking: true,
+  },
+  // int32_t mtc_stream_wait_event(int32_t device, addr_t event)
+  mtc_stream_wait_event: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_copy_async(int32_t device, addr_t dst, addr_t src, double bytes, addr_t event_or_0)
+  mtc_copy_async: {
+    parameters: ["i32", "f64", "f64", "f64", "f64"],
+    result: "i32",
+  },
+  // int32_t mtc_copy_from_buffer(int32_t device, addr_t dst, const uint8_t* src, double offset, double bytes)
+  mtc_copy_from_buffer: {
+    parameters: ["i32", "f64", "buffer", "f64", "f64"],
+    result: "i32",
+  },
+  // int32_t mtc_copy_to_buffer(int32_t device, uint8_t* dst, double offset, addr_t src, double bytes)
+  mtc_copy_to_buffer: {
+    parameters: ["i32", "buffer", "f64", "f64", "f64"],
+    result: "i32",
+  },
+  // int32_t mtc_stage_and_copy(int32_t device, addr_t dst, addr_t pinned, addr_t src, double bytes)
+  mtc_stage_and_copy: {
+    parameters: ["i32", "f64", "f64", "f64", "f64"],
+    result: "i32",
+  },
+  // int32_t mtc_host_write(addr_t dst, const uint8_t* src, double offset, double bytes)
+  mtc_host_write: { parameters: ["f64", "buffer", "f64", "f64"], result: "i32" },
+  // void mtc_memcpy(addr_t dst, addr_t src, double bytes)
+  mtc_memcpy: { parameters: ["f64", "f64", "f64"], result: "void" },
+  // int32_t mtc_copy_peer(int32_t dst_device, addr_t dst, int32_t src_device, addr_t src, double bytes,
+  //                       addr_t fence_a, addr_t fence_b)
+  mtc_copy_peer: {
+    parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
+    result: "i32",
+  },
+  // int32_t mtc_gather(int32_t device, addr_t table, int32_t count, addr_t dst, addr_t host_dst_or_0,
+  //                    double bytes, addr_t event_or_0)
+  mtc_gather: {
+    parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
+    result: "i32",
+  },
+  // int32_t mtc_stream_synchronize(int32_t device)
+  mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
+  // int32_t mtc_mem_info(int32_t device, double out[2])
+  mtc_mem_info: { parameters: ["i32", "buffer"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;

@@ -1,0 +1,29 @@
+/**
+ * @mtc/core moves nested structures of many small tensors between CPU memory
+ * and CUDA GPUs, fast: small tensors are packed into pinned chunks and sent
+ * with one DMA per chunk, large ones are staged in parallel, and completion
+ * surfaces as a Promise.
+ *
+ * @example Copy a batch's meta-data to the GPU
+ * ```ts
+ * import { deviceCount, disposeAll, startCopy } from "@mtc/core";
+ * const batch = [{ boxes: new Float32Array(8), active: new Uint8Array(2) }];
+ * const device = deviceCount() > 0 ? "cuda:0" : "cpu";
+ * const onDevice = await startCopy(batch, device).get();
+ * console.assert(onDevice[0].boxes.device === device);
+ * disposeAll(onDevice);
+ * ```
+ *
+ * @module
+ */
+
+export { startCopy, WORKER_MIN_BYTES } from "./src/start_copy.ts";
+export type { CopyResult } from "./src/start_copy.ts";
+export { AsyncCopyHandle } from "./src/copy_handle.ts";
+export type { CopyStats } from "./src/copy_handle.ts";
+export type { StartCopyOptions } from "./src/options.ts";
+export { Tensor } from "./src/tensor.ts";
+export type { DType, TypedArray } from "./src/dtype.ts";
+export { disposeAll } from "./src/dispose.ts";
+export { deviceCount } from "./src/device.ts";
+export { CudaError } from "./ffi/native.ts";

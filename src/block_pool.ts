@@ -1,0 +1,151 @@
+/**
+ * A caching pool of native memory blocks (pinned host or device memory).
+ *
+ * Design note (the invariants the rest of the library relies on):
+ * - A block is handed out again only after `release()`, and callers release
+ *   a block only once no queued GPU work can still touch it, or when all
+ *   later work on it is ordered on the same CUDA stream (device memory).
+ * - Sizes round up to a power of two from `minBlockBytes` up to
+ *   `exactAboveBytes`; larger requests get their exact size, so rounding
+ *   never costs more than 2x and huge blocks are not wasted. A request is
+ *   never given a smaller block.
+ * - Memory goes back to the OS only in `trim()` or when a release would push
+ *   the cached bytes over `maxCachedBytes`: never on the hot path otherwise.
+ * - If the allocator fails, the pool frees what it caches and retries once.
+ * The allocator is injected, so this file is tested without a GPU.
+ *
+ * @module
+ */
+
+/** A block of native memory owned by a pool. */
+export interface Block {
+  /** Address of the first byte. */
+  readonly address: number;
+  /** Usable size in bytes (at least what was asked for). */
+  readonly size: number;
+  /** Per-block cache the owner may use (e.g. JS views of pinned memory). */
+  cache?: unknown;
+}
+
+/** How a pool gets and returns memory. */
+export interface BlockAllocator {
+  /** Allocates `bytes`, returning the address; throws on failure. */
+  alloc(bytes: number): number;
+  /** Frees a block. Called with no live use of it. */
+  free(block: Block): void;
+}
+
+/** Pool sizing policy. */
+export interface BlockPoolOptions {
+  /** Smallest block size (default 4096). */
+  minBlockBytes?: number;
+  /** Requests above this get their exact size (default 64 MiB). */
+  exactAboveBytes?: number;
+  /** Cached (idle) bytes kept at most (default 1 GiB). */
+  maxCachedBytes?: number;
+}
+
+/** Counters of a pool, for tests and benchmarks. */
+export interface BlockPoolStats {
+  /** Acquisitions served from the cache. */
+  hits: number;
+  /** Acquisitions that allocated. */
+  misses: number;
+  /** Bytes held from the allocator (idle + in use). */
+  reservedBytes: number;
+  /** Bytes handed out and not yet released. */
+  inUseBytes: number;
+}
+
+/** A caching pool of memory blocks; see the design note above. */
+export class BlockPool {
+  readonly #allocator: BlockAllocator;
+  readonly #minBlock: number;
+  readonly #exactAbove: number;
+  readonly #maxCached: number;
+  readonly #free = new Map<number, Block[]>();
+  #cachedBytes = 0;
+  #stats: BlockPoolStats = {
+    hits: 0,
+    misses: 0,
+    reservedBytes: 0,
+    inUseBytes: 0,
+  };
+
+  /** Creates an empty pool over `allocator`. */
+  constructor(allocator: BlockAllocator, options: BlockPoolOptions = {}) {
+    this.#allocator = allocator;
+    this.#minBlock = options.minBlockBytes ?? 4096;
+    this.#exactAbove = options.exactAboveBytes ?? 64 * 1024 * 1024;
+    this.#maxCached = options.maxCachedBytes ?? 1024 * 1024 * 1024;
+  }
+
+  /** The block size a request of `bytes` is served with. */
+  sizeClass(bytes: number): number {
+    if (bytes <= this.#minBlock) return this.#minBlock;
+    if (bytes > this.#exactAbove) return bytes;
+    return 2 ** Math.ceil(Math.log2(bytes));
+  }
+
+  /** Returns a block of at least `bytes` bytes. */
+  acquire(bytes: number): Block {
+    const size = this.sizeClass(bytes);
+    const list = this.#free.get(size);
+    let block = list?.pop();
+    if (block) {
+      this.#cachedBytes -= size;
+      this.#stats.hits++;
+    } else {
+      block = { address: this.#allocate(size), size };
+      this.#stats.misses++;
+      this.#stats.reservedBytes += size;
+    }
+    this.#stats.inUseBytes += size;
+    return block;
+  }
+
+  /** Gives a block back for reuse (see the design note for when). */
+  release(block: Block): void {
+    this.#stats.inUseBytes -= block.size;
+    if (this.#cachedBytes + block.size > this.#maxCached) {
+      this.#freeBlock(block);
+      return;
+    }
+    let list = this.#free.get(block.size);
+    if (!list) this.#free.set(block.size, list = []);
+    list.push(block);
+    this.#cachedBytes += block.size;
+  }
+
+  /** Frees every idle block; returns the bytes freed. */
+  trim(): number {
+    const freed = this.#cachedBytes;
+    for (const list of this.#free.values()) {
+      for (const block of list) this.#freeBlock(block);
+    }
+    this.#free.clear();
+    this.#cachedBytes = 0;
+    return freed;
+  }
+
+  /** A snapshot of the pool's counters. */
+  stats(): BlockPoolStats {
+    return { ...this.#stats };
+  }
+
+  #allocate(size: number): number {
+    try {
+      return this.#allocator.alloc(size);
+    } catch (error) {
+      // Cached blocks of other sizes may be what stands in the way.
+      if (this.#cachedBytes === 0) throw error;
+      this.trim();
+      return this.#allocator.alloc(size);
+    }
+  }
+
+  #freeBlock(block: Block): void {
+    this.#stats.reservedBytes -= block.size;
+    this.#allocator.free(block);
+  }
+}

@@ -1,0 +1,201 @@
+/**
+ * `AsyncCopyHandle`: completion of one `startCopy`, surfaced as a Promise.
+ *
+ * Completion is one CUDA event per device the copy queued work on. `ready()`
+ * queries them (a fast FFI call each). `get()` resolves at once when they
+ * are complete; otherwise it polls for at most {@linkcode SPIN_MICROSECONDS}
+ * (a small copy finishes within that, and a poll answers in well under a
+ * microsecond, where the off-thread wait below costs tens), then waits on a
+ * Deno blocking-pool thread (a nonblocking FFI `cudaEventSynchronize`) so the
+ * event loop keeps running.
+ *
+ * A handle keeps everything its copy touches (inputs, staging blocks,
+ * outputs) until it settles. Unsettled handles are also kept in a
+ * process-wide set, so a dropped handle still settles (and returns its
+ * staging memory) at the next `startCopy`, and its memory is never collected
+ * while the GPU may still use it.
+ *
+ * @module
+ */
+
+import { cudaError, eventStatus, eventSynchronizeOffThread } from "../ffi/native.ts";
+import { releaseEvent } from "./event_pool.ts";
+
+/** Longest synchronous poll `get()` makes before waiting off-thread. */
+export const SPIN_MICROSECONDS = 30;
+
+/** What a copy did; see ../shared/API.md. */
+export interface CopyStats {
+  /** Tensor leaves found. */
+  tensors: number;
+  /** Their total payload bytes. */
+  bytes: number;
+  /** Leaves that travelled inside packed chunks. */
+  packedTensors: number;
+  /** Packed chunks used (each payload <= maxPackedChunkBytes). */
+  chunks: number;
+  /** Transfer operations issued (one per chunk + one per unpacked tensor, or fewer). */
+  copies: number;
+}
+
+/** The work behind a handle (library-internal). */
+export interface CopyJob<R> {
+  /** Events recorded after all of the copy's GPU work, one per device. */
+  events: number[];
+  /** Set while Workers are still staging; resolves once `events` are recorded. */
+  submitted?: Promise<void>;
+  /** Counters of the copy. */
+  stats: CopyStats;
+  /** Called once the events completed: releases staging, returns the result. */
+  complete(): R;
+  /** Called on failure: releases everything once the GPU is idle. */
+  abort(): void;
+}
+
+const inFlight = new Set<AsyncCopyHandle<unknown>>();
+
+/** Settles every in-flight handle whose copy has finished (cheap queries). */
+export function reapFinished(): void {
+  for (const handle of inFlight) handle.ready();
+}
+
+const PENDING = 0;
+const DONE = 1;
+const FAILED = 2;
+
+/**
+ * Handle of an asynchronous copy started by `startCopy`.
+ *
+ * @example Polling and awaiting
+ * ```ts
+ * import { startCopy } from "@mtc/core";
+ * const handle = startCopy({ ids: new Int32Array([1, 2, 3]) }, "cpu");
+ * const result = await handle.get();
+ * console.assert(handle.ready() && result.ids.numel === 3);
+ * ```
+ */
+export class AsyncCopyHandle<R> {
+  #job: CopyJob<R> | undefined;
+  #state = PENDING;
+  #submitted = false;
+  #result: R | undefined;
+  #error: unknown;
+  #promise: Promise<R> | undefined;
+  readonly #stats: CopyStats;
+
+  /** Created by `startCopy`; not meant to be constructed directly. */
+  constructor(job: CopyJob<R>) {
+    this.#job = job;
+    this.#stats = job.stats;
+    if (job.submitted) {
+      job.submitted.then(
+        () => this.#submitted = true,
+        (error) => this.#fail(error),
+      );
+    } else {
+      this.#submitted = true;
+    }
+    inFlight.add(this as AsyncCopyHandle<unknown>);
+    this.ready();
+  }
+
+  /**
+   * Whether the copy has completed or failed. Never blocks.
+   *
+   * @returns true once `get()` would settle without waiting
+   */
+  ready(): boolean {
+    if (this.#state !== PENDING) return true;
+    if (!this.#submitted) return false;
+    const events = this.#job!.events;
+    for (let i = 0; i < events.length; i++) {
+      const status = eventStatus(events[i]);
+      if (status === -1) return false;
+      if (status !== 0) {
+        this.#fail(cudaError(status, "complete the copy"));
+        return true;
+      }
+    }
+    this.#succeed();
+    return true;
+  }
+
+  /**
+   * The copied structure, once the copy completed.
+   *
+   * @returns a Promise of the input's structure with every tensor on the
+   * target device; the same Promise on every call
+   * @throws rejects with the copy's failure (a `CudaError` naming the CUDA error)
+   */
+  get(): Promise<R> {
+    if (this.#promise) return this.#promise;
+    if (this.ready()) {
+      this.#promise = this.#state === DONE
+        ? Promise.resolve(this.#result as R)
+        : Promise.reject(this.#error);
+    } else {
+      this.#promise = this.#wait();
+    }
+    return this.#promise;
+  }
+
+  /**
+   * What the copy did (tensors, bytes, packed tensors, chunks, transfers).
+   *
+   * @returns a fresh snapshot of the counters
+   */
+  stats(): CopyStats {
+    return { ...this.#stats };
+  }
+
+  /** Shows the state and size in `console.log`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    const state = ["pending", "done", "failed"][this.#state];
+    return `AsyncCopyHandle(${state}, ${this.#stats.tensors} tensors, ${this.#stats.bytes} bytes)`;
+  }
+
+  async #wait(): Promise<R> {
+    const job = this.#job!;
+    if (job.submitted) await job.submitted.catch(() => {});
+    if (this.#state === PENDING) {
+      const deadline = performance.now() + SPIN_MICROSECONDS / 1000;
+      while (!this.ready() && performance.now() < deadline) { /* poll */ }
+    }
+    while (this.#state === PENDING) {
+      const events = job.events;
+      for (let i = 0; i < events.length; i++) {
+        const status = await eventSynchronizeOffThread(events[i]);
+        if (status !== 0 && this.#state === PENDING) {
+          this.#fail(cudaError(status, "complete the copy"));
+        }
+      }
+      this.ready();
+    }
+    if (this.#state === FAILED) throw this.#error;
+    return this.#result as R;
+  }
+
+  #succeed(): void {
+    const job = this.#job!;
+    this.#job = undefined;
+    inFlight.delete(this as AsyncCopyHandle<unknown>);
+    try {
+      this.#result = job.complete();
+      this.#state = DONE;
+    } catch (error) {
+      this.#error = error;
+      this.#state = FAILED;
+    }
+    for (const event of job.events) releaseEvent(event);
+  }
+
+  #fail(error: unknown): void {
+    if (this.#state !== PENDING) return;
+    const job = this.#job!;
+    this.#job = undefined;
+    inFlight.delete(this as AsyncCopyHandle<unknown>);
+    this.#error = error;
+    this.#state = FAILED;
+    job.abort();
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * One pool of device memory per CUDA device.
+ *
+ * Blocks come from `cudaMallocAsync` on the library's stream for that device
+ * and every later use of a block is queued on the same stream (peer copies
+ * are fenced with events), so a released block may be reused at once: the
+ * stream orders the new writes after the old reads.
+ *
+ * @module
+ */
+
+import { deviceAlloc, deviceFree } from "../ffi/native.ts";
+import { BlockPool } from "./block_pool.ts";
+
+const pools: BlockPool[] = [];
+
+/** The device memory pool of `cuda:device`. */
+export function devicePool(device: number): BlockPool {
+  return pools[device] ??= new BlockPool({
+    alloc: (bytes) => deviceAlloc(device, bytes),
+    free: (block) => deviceFree(device, block.address),
+  }, { minBlockBytes: 512, maxCachedBytes: 2 * 1024 * 1024 * 1024 });
+}
+
+/** Every device pool created so far. */
+export function devicePools(): readonly BlockPool[] {
+  return pools.filter((pool) => pool !== undefined);
+}

@@ -1,0 +1,124 @@
+/**
+ * Element types and their TypedArray classes.
+ *
+ * @module
+ */
+
+/** Element type of a tensor. */
+export type DType =
+  | "float16"
+  | "bfloat16"
+  | "float32"
+  | "float64"
+  | "int8"
+  | "int16"
+  | "int32"
+  | "int64"
+  | "uint8"
+  | "uint16"
+  | "uint32"
+  | "uint64"
+  | "bool";
+
+/** Any TypedArray a tensor leaf may be (Float16Array where the runtime has it). */
+export type TypedArray =
+  | Float32Array
+  | Float64Array
+  | Int8Array
+  | Int16Array
+  | Int32Array
+  | BigInt64Array
+  | Uint8Array
+  | Uint8ClampedArray
+  | Uint16Array
+  | Uint32Array
+  | BigUint64Array
+  | Float16Array;
+
+/** A constructor of one of the {@linkcode TypedArray} classes. */
+export type TypedArrayConstructor = {
+  new (buffer: ArrayBufferLike, byteOffset?: number, length?: number): TypedArray;
+  readonly BYTES_PER_ELEMENT: number;
+};
+
+const Float16ArrayClass: TypedArrayConstructor | undefined =
+  (globalThis as { Float16Array?: TypedArrayConstructor }).Float16Array;
+
+/** Bytes per element of each dtype. */
+export const DTYPE_SIZE: Readonly<Record<DType, number>> = {
+  float16: 2,
+  bfloat16: 2,
+  float32: 4,
+  float64: 8,
+  int8: 1,
+  int16: 2,
+  int32: 4,
+  int64: 8,
+  uint8: 1,
+  uint16: 2,
+  uint32: 4,
+  uint64: 8,
+  bool: 1,
+};
+
+const ARRAY_CLASS: Readonly<Record<DType, TypedArrayConstructor>> = {
+  float16: Float16ArrayClass ?? Uint16Array,
+  bfloat16: Uint16Array,
+  float32: Float32Array,
+  float64: Float64Array,
+  int8: Int8Array,
+  int16: Int16Array,
+  int32: Int32Array,
+  int64: BigInt64Array,
+  uint8: Uint8Array,
+  uint16: Uint16Array,
+  uint32: Uint32Array,
+  uint64: BigUint64Array,
+  bool: Uint8Array,
+};
+
+const DTYPE_OF_CLASS = new Map<unknown, DType>([
+  [Float32Array, "float32"],
+  [Float64Array, "float64"],
+  [Int8Array, "int8"],
+  [Int16Array, "int16"],
+  [Int32Array, "int32"],
+  [BigInt64Array, "int64"],
+  [Uint8Array, "uint8"],
+  [Uint8ClampedArray, "uint8"],
+  [Uint16Array, "uint16"],
+  [Uint32Array, "uint32"],
+  [BigUint64Array, "uint64"],
+]);
+if (Float16ArrayClass) DTYPE_OF_CLASS.set(Float16ArrayClass, "float16");
+
+/** The dtype a TypedArray maps to, or undefined when it is no tensor class. */
+export function dtypeOfArray(value: ArrayBufferView): DType | undefined {
+  return DTYPE_OF_CLASS.get(value.constructor);
+}
+
+/** Whether `value` is a TypedArray of a supported class. */
+export function isTypedArray(value: unknown): value is TypedArray {
+  return ArrayBuffer.isView(value) && DTYPE_OF_CLASS.has(value.constructor);
+}
+
+/** Whether `dtype` names a supported dtype. */
+export function isDType(dtype: unknown): dtype is DType {
+  return typeof dtype === "string" && Object.hasOwn(DTYPE_SIZE, dtype);
+}
+
+/** The TypedArray class `toTypedArray()` returns for `dtype`. */
+export function arrayClassOf(dtype: DType): TypedArrayConstructor {
+  return ARRAY_CLASS[dtype];
+}
+
+/** Whether data of array class `cls` may be wrapped as `dtype`. */
+export function arrayFitsDType(value: ArrayBufferView, dtype: DType): boolean {
+  const natural = dtypeOfArray(value);
+  if (natural === dtype) return true;
+  if (dtype === "bool") return value instanceof Uint8Array;
+  if (dtype === "bfloat16" || dtype === "float16") {
+    return value instanceof Uint16Array || natural === "float16";
+  }
+  return false;
+}

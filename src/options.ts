@@ -1,0 +1,105 @@
+/**
+ * `StartCopyOptions`, their defaults and their validation.
+ *
+ * @module
+ */
+
+/** Options of `startCopy`. */
+export interface StartCopyOptions {
+  /**
+   * Stage CPU↔CUDA transfers through pinned (page-locked) host memory, so
+   * they are truly asynchronous; CUDA→CPU outputs are then pinned. Default
+   * `true`. No effect on CPU→CPU or CUDA→CUDA.
+   */
+  usePinnedStaging?: boolean;
+  /**
+   * Pack CPU tensors of at most 256 KiB into shared chunks, one transfer
+   * per chunk (and gather small CUDA tensors going to the CPU on the device
+   * likewise). Default `true`.
+   */
+  packCpuTensors?: boolean;
+  /** Minimum byte alignment of each packed tensor; integer >= 1, default 16. */
+  minPackedAlignmentBytes?: number;
+  /** Maximum payload of one packed chunk; integer >= 1, default 32 MiB. */
+  maxPackedChunkBytes?: number;
+  /**
+   * Stage large tensors on a pool of Workers, in parallel and pipelined
+   * with the DMA, so `startCopy` returns before they are submitted. Small
+   * copies are staged inline even when set, because handing them to a
+   * Worker costs more than staging them (see docs/ARCHITECTURE.md). Default
+   * `true`.
+   */
+  useBackgroundThread?: boolean;
+}
+
+/** Options with every default applied. */
+export type ResolvedOptions = Required<StartCopyOptions>;
+
+const KNOWN = new Set([
+  "usePinnedStaging",
+  "packCpuTensors",
+  "minPackedAlignmentBytes",
+  "maxPackedChunkBytes",
+  "useBackgroundThread",
+]);
+
+/**
+ * Validates options and applies defaults.
+ *
+ * @throws {TypeError} for a non-object, an unknown key or a wrong type
+ * @throws {RangeError} for a number out of range
+ */
+export function resolveOptions(options: StartCopyOptions | undefined): ResolvedOptions {
+  if (options === undefined) return DEFAULTS;
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`Invalid options: expected an object, got ${String(options)}`);
+  }
+  for (const key of Object.keys(options)) {
+    if (!KNOWN.has(key)) {
+      throw new TypeError(
+        `Invalid option "${key}": expected one of ${[...KNOWN].join(", ")}`,
+      );
+    }
+  }
+  return {
+    usePinnedStaging: flag(options, "usePinnedStaging"),
+    packCpuTensors: flag(options, "packCpuTensors"),
+    useBackgroundThread: flag(options, "useBackgroundThread"),
+    minPackedAlignmentBytes: positiveInteger(options, "minPackedAlignmentBytes"),
+    maxPackedChunkBytes: positiveInteger(options, "maxPackedChunkBytes"),
+  };
+}
+
+const DEFAULTS: ResolvedOptions = Object.freeze({
+  usePinnedStaging: true,
+  packCpuTensors: true,
+  minPackedAlignmentBytes: 16,
+  maxPackedChunkBytes: 32 * 1024 * 1024,
+  useBackgroundThread: true,
+});
+
+type FlagKey = "usePinnedStaging" | "packCpuTensors" | "useBackgroundThread";
+type NumberKey = "minPackedAlignmentBytes" | "maxPackedChunkBytes";
+
+function flag(options: StartCopyOptions, key: FlagKey): boolean {
+  const value = options[key];
+  if (value === undefined) return DEFAULTS[key];
+  if (typeof value !== "boolean") {
+    throw new TypeError(`Invalid option ${key}: expected a boolean, got ${String(value)}`);
+  }
+  return value;
+}
+
+function positiveInteger(options: StartCopyOptions, key: NumberKey): number {
+  const value = options[key];
+  if (value === undefined) return DEFAULTS[key];
+  if (typeof value !== "number") {
+    throw new TypeError(`Invalid option ${key}: expected a number, got ${String(value)}`);
+  }
+  if (!Number.isSafeInteger(value) || value < 1) {
+    throw new RangeError(
+      `Invalid option ${key}: expected an integer from 1 to 2^53-1, got ${value}`,
+    );
+  }
+  return value;
+}

@@ -1,0 +1,133 @@
+/**
+ * The packing plan: which small tensors share a chunk, and where each one
+ * starts. Pure: sizes and alignments in, chunks and offsets out.
+ *
+ * Rules (those of the reference package):
+ * - candidates are tensors of at most {@linkcode MAX_PACKED_TENSOR_BYTES}
+ *   (and at most `maxChunkBytes`); at least two are needed to pack at all;
+ * - each tensor's address is a multiple of its effective alignment,
+ *   `max(minAlignment, elementSize)` rounded up to a multiple of
+ *   `elementSize`;
+ * - candidates are laid out in buckets of decreasing alignment (16, 8, 4, 2,
+ *   1 with the defaults), keeping input order inside a bucket, which keeps
+ *   padding small;
+ * - a chunk's payload (first tensor's start to last tensor's end, padding
+ *   included) is at most `maxChunkBytes`; a full chunk starts a new one.
+ *
+ * Alignment is computed against the chunk's real base address, which the
+ * caller supplies when a chunk opens, so any alignment (even a non power of
+ * two such as 6) holds for the actual addresses.
+ *
+ * @module
+ */
+
+/** Tensors larger than this are never packed. */
+export const MAX_PACKED_TENSOR_BYTES = 256 * 1024;
+
+/** One planned chunk. */
+export interface ChunkPlan {
+  /** Indices (into the request arrays) of the tensors in this chunk. */
+  readonly members: number[];
+  /** Byte offset of each member from `base`. */
+  readonly offsets: number[];
+  /** Base address the offsets are relative to (from `openChunk`). */
+  readonly base: number;
+  /** Offset of the first member's first byte. */
+  readonly start: number;
+  /** Offset just past the last member's last byte. */
+  readonly end: number;
+}
+
+/** Packing options (already validated). */
+export interface PackOptions {
+  /** Minimum alignment in bytes, an integer >= 1. */
+  minPackedAlignmentBytes: number;
+  /** Maximum chunk payload in bytes, an integer >= 1. */
+  maxPackedChunkBytes: number;
+}
+
+/** The effective alignment of a packed tensor with `elementSize`-byte elements. */
+export function effectiveAlignment(minAlignment: number, elementSize: number): number {
+  return Math.ceil(Math.max(minAlignment, elementSize) / elementSize) * elementSize;
+}
+
+/**
+ * Chooses which of the tensors `bytes[i]`/`elementSizes[i]` to pack.
+ * Returns the candidate indices, or an empty list when fewer than two.
+ */
+export function packCandidates(
+  bytes: ArrayLike<number>,
+  options: PackOptions,
+): number[] {
+  const limit = Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes);
+  const candidates: number[] = [];
+  for (let i = 0; i < bytes.length; i++) {
+    if (bytes[i] <= limit) candidates.push(i);
+  }
+  return candidates.length >= 2 ? candidates : [];
+}
+
+/**
+ * Lays out `candidates` into chunks.
+ *
+ * @param openChunk called when a chunk opens with the chunk's index and the
+ * bytes it may need (payload plus room to align its first member); returns
+ * the chunk's base address
+ */
+export function planPacking(
+  bytes: ArrayLike<number>,
+  elementSizes: ArrayLike<number>,
+  candidates: readonly number[],
+  options: PackOptions,
+  openChunk: (index: number, capacity: number) => number,
+): ChunkPlan[] {
+  const n = candidates.length;
+  if (n === 0) return [];
+  const align = new Array<number>(n);
+  for (let k = 0; k < n; k++) {
+    align[k] = effectiveAlignment(options.minPackedAlignmentBytes, elementSizes[candidates[k]]);
+  }
+  // Buckets of decreasing alignment, input order inside each (stable sort).
+  const order = Array.from({ length: n }, (_, k) => k);
+  order.sort((a, b) => align[b] - align[a] || a - b);
+
+  // Upper bound of the bytes still to place from position p, for capacities.
+  const remaining = new Array<number>(n + 1);
+  remaining[n] = 0;
+  for (let p = n - 1; p >= 0; p--) {
+    const k = order[p];
+    remaining[p] = remaining[p + 1] + bytes[candidates[k]] + align[k] - 1;
+  }
+
+  const chunks: ChunkPlan[] = [];
+  let p = 0;
+  while (p < n) {
+    const firstAlign = align[order[p]];
+    const capacity = Math.min(options.maxPackedChunkBytes, remaining[p]) + firstAlign;
+    const base = openChunk(chunks.length, capacity);
+    const members: number[] = [];
+    const offsets: number[] = [];
+    let start = -1;
+    let end = 0;
+    for (; p < n; p++) {
+      const k = order[p];
+      const size = bytes[candidates[k]];
+      const a = align[k];
+      // Offset whose absolute address base + offset is a multiple of a.
+      const from = start < 0 ? 0 : end;
+      const offset = from + mod(-(base + from), a);
+      if (start >= 0 && offset + size - start > options.maxPackedChunkBytes) break;
+      if (start < 0) start = offset;
+      members.push(candidates[k]);
+      offsets.push(offset);
+      end = offset + size;
+    }
+    chunks.push({ members, offsets, base, start, end });
+  }
+  return chunks;
+}
+
+function mod(value: number, divisor: number): number {
+  const r = value % divisor;
+  return r < 0 ? r + divisor : r;
+}

@@ -1,0 +1,267 @@
+/**
+ * `Tensor`: a dtype, a shape and bytes on one device.
+ *
+ * A tensor either wraps host data the caller owns (a TypedArray; no copy)
+ * or holds part of a pooled block (pinned host or device memory) through a
+ * {@linkcode Storage}. Many tensors of a packed chunk share one storage.
+ *
+ * @module
+ */
+
+import { addressOf, pointerOf } from "../ffi/native.ts";
+import { CPU, type DeviceIndex, deviceName } from "./device.ts";
+import {
+  arrayClassOf,
+  arrayFitsDType,
+  type DType,
+  DTYPE_SIZE,
+  dtypeOfArray,
+  isDType,
+  type TypedArray,
+} from "./dtype.ts";
+import { pinnedBuffer } from "./pinned_memory.ts";
+import type { Storage } from "./storage.ts";
+
+/** What the library knows of a tensor when it creates one. */
+export interface TensorInit {
+  dtype: DType;
+  shape: readonly number[];
+  device: DeviceIndex;
+  byteLength: number;
+  /** Host data (CPU tensors not backed by a storage). */
+  data?: TypedArray;
+  /** Pooled memory backing the tensor (pinned host or device). */
+  storage?: Storage;
+  /** Byte offset of the tensor in `storage`. */
+  offset?: number;
+}
+
+/** Library-internal access to a tensor's memory. */
+export interface TensorInternals {
+  readonly device: DeviceIndex;
+  readonly storage: Storage | undefined;
+  readonly offset: number;
+  readonly data: TypedArray | undefined;
+}
+
+let create: (init: TensorInit) => Tensor;
+let internals: (tensor: Tensor) => TensorInternals;
+
+/**
+ * A tensor: `dtype`, `shape` and bytes on the CPU or a CUDA device.
+ *
+ * @example Wrapping host data without copying
+ * ```ts
+ * import { Tensor } from "@mtc/core";
+ * const boxes = Tensor.from(new Float32Array(8), [2, 4]);
+ * console.assert(boxes.device === "cpu" && boxes.numel === 8);
+ * console.assert(boxes.toTypedArray() instanceof Float32Array);
+ * ```
+ */
+export class Tensor {
+  /** Element type. */
+  readonly dtype: DType;
+  /** Dimensions; their product is {@linkcode Tensor.numel}. */
+  readonly shape: readonly number[];
+  /** `"cpu"` or `"cuda:N"`. */
+  readonly device: string;
+  /** Payload size in bytes. */
+  readonly byteLength: number;
+  readonly #deviceIndex: DeviceIndex;
+  #data: TypedArray | undefined;
+  #storage: Storage | undefined;
+  readonly #offset: number;
+  #disposed = false;
+
+  private constructor(init: TensorInit) {
+    this.dtype = init.dtype;
+    this.shape = init.shape;
+    this.#deviceIndex = init.device;
+    this.device = deviceName(init.device);
+    this.byteLength = init.byteLength;
+    this.#data = init.data;
+    this.#storage = init.storage;
+    this.#offset = init.offset ?? 0;
+  }
+
+  static {
+    create = (init) => new Tensor(init);
+    internals = (tensor) => {
+      tensor.#assertLive();
+      return {
+        device: tensor.#deviceIndex,
+        storage: tensor.#storage,
+        offset: tensor.#offset,
+        data: tensor.#data,
+      };
+    };
+  }
+
+  /**
+   * Wraps host data as a CPU tensor, without copying.
+   *
+   * @param data the elements; a view of part of a larger buffer is valid
+   * @param shape dimensions (default `[data.length]`)
+   * @param dtype element type (default from the array class); `"bool"` takes
+   * a `Uint8Array`, `"bfloat16"` and `"float16"` a `Uint16Array` or
+   * `Float16Array`
+   * @returns a CPU tensor over `data`'s memory
+   * @throws {TypeError} for data that is no supported TypedArray, an unknown
+   * dtype, a dtype that does not fit the array class, or a detached buffer
+   * @throws {RangeError} when the product of `shape` is not `data.length`
+   *
+   * @example A 3×4 projection matrix
+   * ```ts
+   * import { Tensor } from "@mtc/core";
+   * const projection = Tensor.from(new Float32Array(12), [3, 4]);
+   * console.assert(projection.shape[0] === 3 && projection.byteLength === 48);
+   * ```
+   */
+  static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
+    const natural = ArrayBuffer.isView(data) ? dtypeOfArray(data) : undefined;
+    if (natural === undefined) {
+      throw new TypeError(
+        `Cannot create a tensor from ${describe(data)}: expected a TypedArray`,
+      );
+    }
+    if (isDetached(data)) {
+      throw new TypeError("Cannot create a tensor over a detached ArrayBuffer");
+    }
+    const type = dtype ?? natural;
+    if (!isDType(type)) {
+      throw new TypeError(`Invalid dtype "${String(type)}"`);
+    }
+    if (!arrayFitsDType(data, type)) {
+      throw new TypeError(
+        `Cannot create a "${type}" tensor from a ${data.constructor.name}`,
+      );
+    }
+    const dims = shape === undefined ? [data.length] : [...shape];
+    let numel = 1;
+    for (const dim of dims) {
+      if (!Number.isSafeInteger(dim) || dim < 0) {
+        throw new RangeError(
+          `Invalid shape [${dims.join(", ")}]: dimensions must be non-negative integers`,
+        );
+      }
+      numel *= dim;
+    }
+    if (numel !== data.length) {
+      throw new RangeError(
+        `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
+      );
+    }
+    return create({
+      dtype: type,
+      shape: dims,
+      device: CPU,
+      byteLength: data.byteLength,
+      data,
+    });
+  }
+
+  /** Number of elements. */
+  get numel(): number {
+    return this.byteLength / DTYPE_SIZE[this.dtype];
+  }
+
+  /** Whether the tensor's host memory is page-locked (pinned). */
+  get pinned(): boolean {
+    return this.#deviceIndex === CPU && this.#storage !== undefined;
+  }
+
+  /** Whether {@linkcode Tensor.dispose} was called. */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Address of the first byte (host or device); null for an empty tensor. */
+  get ptr(): Deno.PointerValue {
+    this.#assertLive();
+    if (this.#storage) return pointerOf(this.#storage.address + this.#offset);
+    const data = this.#data!;
+    return data.byteLength === 0 ? null : Deno.UnsafePointer.of(data);
+  }
+
+  /**
+   * The bytes as a TypedArray of the dtype's class (`Uint8Array` for bool,
+   * `Uint16Array` for bfloat16). No copy: it views the tensor's memory.
+   *
+   * @throws {TypeError} on a CUDA tensor
+   * @throws {Error} on a disposed tensor
+   */
+  toTypedArray(): TypedArray {
+    this.#assertLive();
+    if (this.#deviceIndex !== CPU) {
+      throw new TypeError(
+        `Cannot read a tensor on ${this.device} as a TypedArray: copy it to "cpu" first`,
+      );
+    }
+    const cls = arrayClassOf(this.dtype);
+    const data = this.#data;
+    if (data && data.constructor === cls) return data;
+    if (data) return new cls(data.buffer, data.byteOffset, this.numel);
+    const storage = this.#storage!;
+    return new cls(pinnedBuffer(storage.block), this.#offset, this.numel);
+  }
+
+  /**
+   * Releases this tensor's hold on pooled pinned or device memory. Calling
+   * it again does nothing. A disposed tensor cannot be read or copied.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#storage?.release();
+    this.#storage = undefined;
+    this.#data = undefined;
+  }
+
+  /** Same as {@linkcode Tensor.dispose}, for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  /** Shows dtype, shape and device in `console.log`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    return `Tensor(${this.dtype}, [${this.shape.join(", ")}], ${this.device}${
+      this.#disposed ? ", disposed" : ""
+    })`;
+  }
+
+  #assertLive(): void {
+    if (this.#disposed) {
+      throw new Error(
+        `Cannot use a disposed tensor (${this.dtype} [${this.shape.join(", ")}] on ${this.device})`,
+      );
+    }
+  }
+}
+
+/** Creates a tensor (library-internal). */
+export function createTensor(init: TensorInit): Tensor {
+  return create(init);
+}
+
+/** Library-internal view of a live tensor; throws if it was disposed. */
+export function tensorInternals(tensor: Tensor): TensorInternals {
+  return internals(tensor);
+}
+
+/** The host address of a CPU tensor's bytes (0 when empty). */
+export function hostAddressOf(tensor: Tensor): number {
+  const { storage, offset, data } = internals(tensor);
+  if (storage) return storage.address + offset;
+  return addressOf(data!);
+}
+
+/** Whether a view's buffer is detached. */
+export function isDetached(view: ArrayBufferView): boolean {
+  return (view.buffer as ArrayBuffer).detached === true;
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value !== "object") return typeof value;
+  return value.constructor?.name ?? "an object";
+}

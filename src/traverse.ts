@@ -1,0 +1,154 @@
+/**
+ * One walk over the input structure: collects the tensor leaves in order
+ * and builds the output containers at the same time, so that the result is
+ * assembled later by filling leaf slots (the input is not walked again).
+ *
+ * Containers are `Array`, plain objects (prototype `Object.prototype` or
+ * `null`; own enumerable string keys) and `Map`. Tensor leaves are
+ * TypedArrays of a supported class and `Tensor`s. Everything else passes
+ * through by reference.
+ *
+ * @module
+ */
+
+import { isTypedArray, type TypedArray } from "./dtype.ts";
+import { isDetached, Tensor } from "./tensor.ts";
+
+/** A tensor leaf of the input. */
+export type Leaf = TypedArray | Tensor;
+
+/** Containers nested deeper than this are rejected (no stack overflow). */
+export const MAX_DEPTH = 2048;
+
+/** What a walk found. */
+export interface Walk {
+  /** Tensor leaves in depth-first order. */
+  readonly leaves: Leaf[];
+  /** Fills the output containers with `outputs[i]` for leaf i; returns the result root. */
+  build(outputs: readonly unknown[]): unknown;
+}
+
+/** Whether `value` is a plain object (prototype Object.prototype or null). */
+export function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+const LEAF = Symbol("leaf");
+
+/**
+ * Walks `root`.
+ *
+ * @throws {TypeError} for a cyclic structure, a leaf over a detached buffer
+ * @throws {Error} for a disposed tensor
+ * @throws {RangeError} for nesting deeper than {@linkcode MAX_DEPTH}
+ */
+export function walk(root: unknown): Walk {
+  const leaves: Leaf[] = [];
+  // Slot i: where the output of leaf i goes (container and key).
+  const parents: unknown[] = [];
+  const keys: unknown[] = [];
+  const ancestors = new Set<object>();
+  const path: (string | number)[] = [];
+
+  const pathString = (): string => {
+    let text = "$";
+    for (const key of path) {
+      text += typeof key === "number"
+        ? `[${key}]`
+        : /^[A-Za-z_$][\w$]*$/.test(key)
+        ? `.${key}`
+        : `[${JSON.stringify(key)}]`;
+    }
+    return text;
+  };
+
+  const leaf = (value: Leaf, parent: unknown, key: unknown): typeof LEAF => {
+    if (value instanceof Tensor) {
+      if (value.disposed) {
+        throw new Error(
+          `Cannot copy a disposed tensor at ${pathString()}`,
+        );
+      }
+    } else if (isDetached(value)) {
+      throw new TypeError(
+        `Cannot copy a detached ArrayBuffer at ${pathString()}`,
+      );
+    }
+    leaves.push(value);
+    parents.push(parent);
+    keys.push(key);
+    return LEAF;
+  };
+
+  const visit = (
+    value: unknown,
+    parent: unknown,
+    key: unknown,
+    depth: number,
+  ): unknown => {
+    if (typeof value !== "object" || value === null) return value;
+    if (value instanceof Tensor || isTypedArray(value)) {
+      return leaf(value, parent, key);
+    }
+    const isArray = Array.isArray(value);
+    const isMap = !isArray && value instanceof Map;
+    if (!isArray && !isMap && !isPlainObject(value)) return value;
+    if (ancestors.has(value)) {
+      throw new TypeError(`Cannot copy a cyclic structure at ${pathString()}`);
+    }
+    if (depth >= MAX_DEPTH) {
+      throw new RangeError(
+        `Cannot copy a structure nested deeper than ${MAX_DEPTH} containers at ${pathString()}`,
+      );
+    }
+    ancestors.add(value);
+    let out: unknown;
+    if (isArray) {
+      const input = value as unknown[];
+      const output = new Array(input.length);
+      for (let i = 0; i < input.length; i++) {
+        path.push(i);
+        output[i] = visit(input[i], output, i, depth + 1);
+        path.pop();
+      }
+      out = output;
+    } else if (isMap) {
+      const output = new Map<unknown, unknown>();
+      for (const [k, v] of value as Map<unknown, unknown>) {
+        path.push(String(k));
+        output.set(k, visit(v, output, k, depth + 1));
+        path.pop();
+      }
+      out = output;
+    } else {
+      const input = value as Record<string, unknown>;
+      const output: Record<string, unknown> = Object.getPrototypeOf(input) === null
+        ? Object.create(null)
+        : {};
+      for (const k of Object.keys(input)) {
+        path.push(k);
+        output[k] = visit(input[k], output, k, depth + 1);
+        path.pop();
+      }
+      out = output;
+    }
+    ancestors.delete(value);
+    return out;
+  };
+
+  const rootOut = visit(root, undefined, undefined, 0);
+
+  return {
+    leaves,
+    build(outputs: readonly unknown[]): unknown {
+      if (rootOut === LEAF) return outputs[0];
+      for (let i = 0; i < outputs.length; i++) {
+        const parent = parents[i];
+        if (parent instanceof Map) parent.set(keys[i], outputs[i]);
+        else (parent as Record<string | number, unknown>)[keys[i] as string] = outputs[i];
+      }
+      return rootOut;
+    },
+  };
+}

@@ -1,0 +1,139 @@
+/**
+ * A lazily started pool of staging Workers (see `staging_worker.ts`).
+ *
+ * Deno Workers keep the process alive, so the pool closes itself after
+ * {@linkcode IDLE_CLOSE_MS} without work (each worker frees its pinned slots
+ * first); a script that is done exits at most that long after its last copy.
+ *
+ * @module
+ */
+
+/** Bytes per pinned staging slot of a worker; a piece is at most this large. */
+export const SLOT_BYTES = 4 * 1024 * 1024;
+
+/** Workers close after this long without work. */
+export const IDLE_CLOSE_MS = 1000;
+
+/** A piece of a large host→device copy: one slot's worth at most. */
+export interface StagingPiece {
+  device: number;
+  dst: number;
+  src: number;
+  bytes: number;
+}
+
+interface PoolWorker {
+  worker: Worker;
+  pending: Map<number, PromiseWithResolvers<void>>;
+}
+
+let workers: PoolWorker[] = [];
+let nextId = 0;
+let active = 0;
+let idleTimer: ReturnType<typeof setTimeout> | undefined;
+
+/** Number of workers the pool uses. */
+export function poolSize(): number {
+  const cores = navigator.hardwareConcurrency ?? 2;
+  return Math.max(1, Math.min(8, cores - 2));
+}
+
+function start(): PoolWorker[] {
+  if (workers.length > 0) return workers;
+  for (let i = 0; i < poolSize(); i++) {
+    const worker = new Worker(new URL("./staging_worker.ts", import.meta.url), {
+      type: "module",
+    });
+    const entry: PoolWorker = { worker, pending: new Map() };
+    worker.onmessage = (event: MessageEvent) => {
+      const { id, error } = event.data;
+      const waiter = entry.pending.get(id);
+      if (!waiter) return;
+      entry.pending.delete(id);
+      if (error) waiter.reject(new Error(error));
+      else waiter.resolve();
+    };
+    worker.onerror = (event: ErrorEvent) => {
+      event.preventDefault();
+      for (const waiter of entry.pending.values()) {
+        waiter.reject(new Error(`A staging worker failed: ${event.message}`));
+      }
+      entry.pending.clear();
+    };
+    workers.push(entry);
+  }
+  return workers;
+}
+
+/** Splits `bytes` from `src` to `dst` into slot-sized pieces. */
+export function splitIntoPieces(
+  device: number,
+  dst: number,
+  src: number,
+  bytes: number,
+  into: StagingPiece[],
+): void {
+  for (let offset = 0; offset < bytes; offset += SLOT_BYTES) {
+    into.push({
+      device,
+      dst: dst + offset,
+      src: src + offset,
+      bytes: Math.min(SLOT_BYTES, bytes - offset),
+    });
+  }
+}
+
+/**
+ * Stages and queues `pieces` across the workers; resolves once every piece's
+ * copy is queued on its device's stream (not completed).
+ */
+export async function stageOnWorkers(pieces: readonly StagingPiece[]): Promise<void> {
+  const pool = start();
+  if (idleTimer !== undefined) clearTimeout(idleTimer);
+  idleTimer = undefined;
+  active++;
+  try {
+    const count = Math.min(pool.length, pieces.length);
+    const jobs: Promise<void>[] = [];
+    for (let w = 0; w < count; w++) {
+      // Contiguous ranges keep each worker's reads sequential.
+      const from = Math.floor((w * pieces.length) / count);
+      const to = Math.floor(((w + 1) * pieces.length) / count);
+      const table = new Float64Array((to - from) * 4);
+      for (let i = from; i < to; i++) {
+        const p = pieces[i];
+        table.set([p.device, p.dst, p.src, p.bytes], (i - from) * 4);
+      }
+      const id = nextId++;
+      const waiter = Promise.withResolvers<void>();
+      pool[w].pending.set(id, waiter);
+      pool[w].worker.postMessage({ id, pieces: table }, [table.buffer]);
+      jobs.push(waiter.promise);
+    }
+    await Promise.all(jobs);
+  } finally {
+    if (--active === 0) {
+      idleTimer = setTimeout(() => void closeWorkers(), IDLE_CLOSE_MS);
+    }
+  }
+}
+
+/**
+ * Closes every worker after it freed its pinned slots. Safe to call when no
+ * worker runs. Tests call it so that no Worker outlives them.
+ */
+export async function closeWorkers(): Promise<void> {
+  if (idleTimer !== undefined) clearTimeout(idleTimer);
+  idleTimer = undefined;
+  const closing = workers;
+  workers = [];
+  await Promise.all(closing.map(({ worker }) =>
+    new Promise<void>((resolve) => {
+      worker.onmessage = () => {
+        worker.terminate();
+        resolve();
+      };
+      worker.postMessage({ close: true });
+    })
+  ));
+}
