@@ -3,8 +3,11 @@
  *
  * Lookup order: `MTC_SHIM_PATH`, then `native/build/libmtc.so` beside this
  * package (resolved from `import.meta.url`, never from the working directory).
- * Loading is lazy and memoized, so code that never touches CUDA (planning,
- * traversal, the CPU target) runs without the shim.
+ * The library is opened once, when this module is first imported, and kept
+ * open for the life of the process (never `dlclose`d: pending nonblocking
+ * calls may still run in it). Failing to open it is not an error until the
+ * shim is used, so code that never touches CUDA (planning, traversal, the
+ * CPU target) runs without it.
  *
  * @module
  */
@@ -16,6 +19,7 @@ export type ShimLibrary = Deno.DynamicLibrary<typeof symbols>;
 
 const BUILD_COMMAND = "deno task build";
 let cached: ShimLibrary | undefined;
+let failure: unknown;
 
 function tryGetEnv(name: string): string | undefined {
   try {
@@ -47,6 +51,17 @@ function candidatePath(): string {
  */
 export function getLibrary(): ShimLibrary {
   if (cached) return cached;
+  if (failure) throw failure;
+  try {
+    cached = open();
+  } catch (error) {
+    failure = error;
+    throw error;
+  }
+  return cached;
+}
+
+function open(): ShimLibrary {
   const path = candidatePath();
   let lib: ShimLibrary;
   try {
@@ -65,6 +80,14 @@ export function getLibrary(): ShimLibrary {
       `Cannot use the @mtc/core native shim at "${path}": its ABI version is ${version}, expected ${ABI_VERSION}; rebuild it with "${BUILD_COMMAND}"`,
     );
   }
-  cached = lib;
   return lib;
+}
+
+// Open at import time: a library opened inside a test would be reported as
+// a leak by Deno's resource sanitizer, and opening is cheap (cudart touches
+// the driver only on the first CUDA call).
+try {
+  getLibrary();
+} catch {
+  // Reported on first use instead.
 }

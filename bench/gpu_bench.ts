@@ -1,0 +1,266 @@
+/**
+ * GPU benchmark: `startCopy` against per-tensor FFI copies, in one run.
+ *
+ * Cases: the reference batch (16 and 64 samples) CPU→GPU, 1000 × 4 KB
+ * float32, 32 × 8 MB pageable float32, and the reference batch GPU→CPU.
+ * Methods: (a) naive per tensor (device allocation + synchronous copy),
+ * (b) the best hand-written FFI loop (async copies into preallocated device
+ * memory, one wait), (c) `startCopy` + `await get()` with default options
+ * and with `useBackgroundThread: false`.
+ *
+ * Prints a table last, writes bench/results.json and bench/results.svg.
+ * Run: `deno task bench:gpu` (needs a GPU).
+ *
+ * @module
+ */
+
+import {
+  copyFromBuffer,
+  copyToBuffer,
+  counters,
+  deviceAlloc,
+  deviceFree,
+  streamSynchronize,
+} from "../ffi/native.ts";
+import { deviceCount, disposeAll, startCopy, type Tensor, type TypedArray } from "../mod.ts";
+import { createBatchMetaData } from "../examples/reference_batch.ts";
+import { walk } from "../src/traverse.ts";
+import { closeWorkers } from "../src/worker_pool.ts";
+
+if (deviceCount() === 0) {
+  console.log("No CUDA device: the GPU benchmark needs one (see ../shared/GPU.md).");
+  Deno.exit(0);
+}
+
+const SMALL_ITERATIONS = Number(Deno.env.get("MTC_BENCH_ITERATIONS") ?? 1000);
+const LARGE_ITERATIONS = 20;
+
+interface Row {
+  case: string;
+  method: string;
+  iterations: number;
+  medianUs: number;
+  p90Us: number;
+  gbPerS: number;
+  ratioVsNaive: number;
+  allocsPerIteration: number;
+}
+
+function leavesOf(data: unknown): TypedArray[] {
+  return walk(data).leaves.map((leaf) =>
+    ArrayBuffer.isView(leaf) ? leaf : (leaf as Tensor).toTypedArray()
+  );
+}
+
+function quantile(sorted: number[], q: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
+}
+
+async function time(
+  iterations: number,
+  warmup: number,
+  body: () => Promise<void> | void,
+): Promise<{ median: number; p90: number; allocs: number }> {
+  for (let i = 0; i < warmup; i++) await body();
+  const samples: number[] = [];
+  const before = counters();
+  for (let i = 0; i < iterations; i++) {
+    const start = performance.now();
+    await body();
+    samples.push((performance.now() - start) * 1000);
+  }
+  const after = counters();
+  samples.sort((a, b) => a - b);
+  const allocs = (after.hostAllocs - before.hostAllocs + after.deviceAllocs - before.deviceAllocs) /
+    iterations;
+  return { median: quantile(samples, 0.5), p90: quantile(samples, 0.9), allocs };
+}
+
+/** (a) A device allocation and a synchronous copy per tensor. */
+function naiveToDevice(arrays: TypedArray[]): () => void {
+  return () => {
+    const addresses = arrays.map((array) => {
+      const address = deviceAlloc(0, Math.max(array.byteLength, 1));
+      copyFromBuffer(0, address, array, 0, array.byteLength);
+      streamSynchronize(0);
+      return address;
+    });
+    for (const address of addresses) deviceFree(0, address);
+  };
+}
+
+/** (b) Async copies into preallocated device memory, one wait. */
+function handWrittenToDevice(arrays: TypedArray[]): { run: () => void; free: () => void } {
+  const addresses = arrays.map((array) => deviceAlloc(0, Math.max(array.byteLength, 1)));
+  return {
+    run: () => {
+      for (let i = 0; i < arrays.length; i++) {
+        copyFromBuffer(0, addresses[i], arrays[i], 0, arrays[i].byteLength);
+      }
+      streamSynchronize(0);
+    },
+    free: () => addresses.forEach((address) => deviceFree(0, address)),
+  };
+}
+
+function withStartCopy(data: unknown, device: string, background: boolean): () => Promise<void> {
+  return async () => {
+    disposeAll(await startCopy(data, device, { useBackgroundThread: background }).get());
+  };
+}
+
+const rows: Row[] = [];
+async function runCase(
+  name: string,
+  data: unknown,
+  iterations: number,
+  methods: [string, () => Promise<void> | void][],
+): Promise<void> {
+  const bytes = leavesOf(data).reduce((sum, a) => sum + a.byteLength, 0);
+  const warmup = Math.max(3, Math.floor(iterations / 10));
+  let naive = NaN;
+  for (const [method, body] of methods) {
+    const { median, p90, allocs } = await time(iterations, warmup, body);
+    if (Number.isNaN(naive)) naive = median;
+    rows.push({
+      case: name,
+      method,
+      iterations,
+      medianUs: median,
+      p90Us: p90,
+      gbPerS: bytes / (median * 1e3),
+      ratioVsNaive: naive / median,
+      allocsPerIteration: allocs,
+    });
+    console.log(`${name} / ${method}: median ${median.toFixed(1)} µs, p90 ${p90.toFixed(1)} µs`);
+  }
+}
+
+async function hostToDeviceCase(name: string, data: unknown, iterations: number): Promise<void> {
+  const arrays = leavesOf(data);
+  const hand = handWrittenToDevice(arrays);
+  await runCase(name, data, iterations, [
+    ["(a) naive per tensor", naiveToDevice(arrays)],
+    ["(b) hand-written FFI loop", hand.run],
+    ["(c) startCopy", withStartCopy(data, "cuda:0", true)],
+    ["(c) startCopy, no background", withStartCopy(data, "cuda:0", false)],
+  ]);
+  hand.free();
+}
+
+const ref16 = createBatchMetaData(16);
+const ref64 = createBatchMetaData(64, 2);
+const small4k = Array.from({ length: 1000 }, (_, i) => new Float32Array(1024).fill(i));
+const large8m = Array.from({ length: 32 }, (_, i) => new Float32Array(2 * 1024 * 1024).fill(i));
+
+// Where the time goes for one small copy (reference batch, 16 samples).
+{
+  const phases = { walk: [] as number[], submit: [] as number[], complete: [] as number[] };
+  for (let i = 0; i < SMALL_ITERATIONS + 100; i++) {
+    const t0 = performance.now();
+    walk(ref16);
+    const t1 = performance.now();
+    const handle = startCopy(ref16, "cuda:0");
+    const t2 = performance.now();
+    const result = await handle.get();
+    const t3 = performance.now();
+    disposeAll(result);
+    if (i >= 100) {
+      phases.walk.push((t1 - t0) * 1000);
+      phases.submit.push((t2 - t1) * 1000);
+      phases.complete.push((t3 - t2) * 1000);
+    }
+  }
+  console.log("breakdown of startCopy on the 16-sample reference batch (median µs):");
+  for (const [phase, samples] of Object.entries(phases)) {
+    samples.sort((a, b) => a - b);
+    console.log(`  ${phase}: ${quantile(samples, 0.5).toFixed(1)}`);
+  }
+}
+
+await hostToDeviceCase("ref batch 16 H2D", ref16, SMALL_ITERATIONS);
+await hostToDeviceCase("ref batch 64 H2D", ref64, SMALL_ITERATIONS);
+await hostToDeviceCase("1000 x 4 KB H2D", small4k, SMALL_ITERATIONS);
+await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
+
+{
+  const onDevice = await startCopy(ref16, "cuda:0").get();
+  const sources = walk(onDevice).leaves as Tensor[];
+  const hostArrays = sources.map((t) => new Uint8Array(t.byteLength));
+  const addressOf = (t: Tensor): number =>
+    t.ptr === null ? 0 : Number(Deno.UnsafePointer.value(t.ptr));
+  await runCase("ref batch 16 D2H", onDevice, SMALL_ITERATIONS, [
+    ["(a) naive per tensor", () => {
+      sources.forEach((t, i) => copyToBuffer(0, hostArrays[i], 0, addressOf(t), t.byteLength));
+    }],
+    ["(c) startCopy", withStartCopy(onDevice, "cpu", true)],
+    ["(c) startCopy, no background", withStartCopy(onDevice, "cpu", false)],
+  ]);
+  disposeAll(onDevice);
+}
+await closeWorkers();
+
+const header = "| case | method | median µs | p90 µs | GB/s | vs (a) | allocs/iter |";
+console.log(`\n${header}\n|---|---|---|---|---|---|---|`);
+for (const r of rows) {
+  console.log(
+    `| ${r.case} | ${r.method} | ${r.medianUs.toFixed(1)} | ${r.p90Us.toFixed(1)} | ${
+      r.gbPerS.toFixed(2)
+    } | ${r.ratioVsNaive.toFixed(1)}x | ${r.allocsPerIteration.toFixed(2)} |`,
+  );
+}
+
+const out = new URL("./", import.meta.url);
+const outDir = Deno.env.get("MTC_BENCH_OUT");
+const target = (name: string): string | URL => outDir ? `${outDir}/${name}` : new URL(name, out);
+await Deno.writeTextFile(
+  target("results.json"),
+  JSON.stringify({ date: new Date().toISOString(), rows }, null, 2),
+);
+await Deno.writeTextFile(target("results.svg"), svgChart(rows));
+
+/** A horizontal log-scale bar chart of the medians, grouped by case. */
+function svgChart(data: Row[]): string {
+  const barHeight = 16;
+  const left = 420;
+  const width = 980;
+  const colors: Record<string, string> = {
+    "(a) naive per tensor": "#c0392b",
+    "(b) hand-written FFI loop": "#e67e22",
+    "(c) startCopy": "#27ae60",
+    "(c) startCopy, no background": "#2980b9",
+  };
+  const max = Math.max(...data.map((r) => r.medianUs));
+  const scale = (us: number): number =>
+    (Math.log10(Math.max(us, 1)) / Math.log10(max * 1.2)) * (width - left - 80);
+  let y = 40;
+  const parts: string[] = [];
+  let lastCase = "";
+  for (const r of data) {
+    if (r.case !== lastCase) {
+      y += 12;
+      parts.push(`<text x="10" y="${y + 12}" font-weight="bold">${r.case}</text>`);
+      lastCase = r.case;
+    }
+    parts.push(`<text x="30" y="${y + 12}" font-size="12">${r.method}</text>`);
+    parts.push(
+      `<rect x="${left}" y="${y}" width="${scale(r.medianUs).toFixed(1)}" height="${
+        barHeight - 3
+      }" fill="${colors[r.method] ?? "#777"}"/>`,
+    );
+    parts.push(
+      `<text x="${left + scale(r.medianUs) + 6}" y="${y + 12}" font-size="12">${
+        r.medianUs.toFixed(1)
+      } µs</text>`,
+    );
+    y += barHeight;
+  }
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${
+    y + 20
+  }" font-family="sans-serif">
+<rect width="100%" height="100%" fill="white"/>
+<text x="10" y="24" font-size="16">@mtc/core GPU benchmark: median time per copy (log scale, shorter is better)</text>
+${parts.join("\n")}
+</svg>
+`;
+}

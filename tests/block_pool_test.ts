@@ -1,0 +1,83 @@
+import assert from "node:assert/strict";
+import { type Block, BlockPool } from "../src/block_pool.ts";
+
+/** A fake allocator: addresses from a counter, records frees. */
+function fakeAllocator(failAbove = Infinity) {
+  let next = 4096;
+  const freed: number[] = [];
+  const allocator = {
+    alloc(bytes: number): number {
+      if (bytes > failAbove) throw new Error("out of memory");
+      const address = next;
+      next += bytes;
+      return address;
+    },
+    free(block: Block): void {
+      freed.push(block.address);
+    },
+  };
+  return { allocator, freed };
+}
+
+Deno.test("BlockPool.acquire() rounds up to a power of two and never gives less", () => {
+  const pool = new BlockPool(fakeAllocator().allocator, { minBlockBytes: 512 });
+  assert.equal(pool.acquire(1).size, 512);
+  assert.equal(pool.acquire(513).size, 1024);
+  assert.equal(pool.acquire(4096).size, 4096);
+  const large = new BlockPool(fakeAllocator().allocator, { exactAboveBytes: 8192 });
+  assert.equal(large.acquire(10_000).size, 10_000);
+});
+
+Deno.test("BlockPool.release() makes a block reusable without a new allocation", () => {
+  const pool = new BlockPool(fakeAllocator().allocator);
+  const block = pool.acquire(1000);
+  pool.release(block);
+  assert.equal(pool.acquire(900), block);
+  assert.deepEqual(pool.stats(), { hits: 1, misses: 1, reservedBytes: 4096, inUseBytes: 4096 });
+});
+
+Deno.test("BlockPool does not reuse a block of another size class", () => {
+  const pool = new BlockPool(fakeAllocator().allocator);
+  const small = pool.acquire(4096);
+  pool.release(small);
+  assert.notEqual(pool.acquire(8192), small);
+});
+
+Deno.test("BlockPool frees instead of caching past maxCachedBytes", () => {
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator, { maxCachedBytes: 4096 });
+  const a = pool.acquire(4096);
+  const b = pool.acquire(4096);
+  pool.release(a);
+  pool.release(b);
+  assert.deepEqual(freed, [b.address]);
+  assert.equal(pool.stats().reservedBytes, 4096);
+});
+
+Deno.test("BlockPool.trim() frees every idle block", () => {
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator);
+  const blocks = [pool.acquire(10), pool.acquire(5000)];
+  blocks.forEach((block) => pool.release(block));
+  assert.equal(pool.trim(), 4096 + 8192);
+  assert.equal(freed.length, 2);
+  assert.deepEqual(pool.stats().reservedBytes, 0);
+});
+
+Deno.test("BlockPool retries an allocation once after trimming", () => {
+  let live = 0;
+  const pool = new BlockPool({
+    alloc(bytes: number): number {
+      if (live + bytes > 16384) throw new Error("out of memory");
+      live += bytes;
+      return live;
+    },
+    free(block: Block): void {
+      live -= block.size;
+    },
+  });
+  pool.release(pool.acquire(8192));
+  pool.release(pool.acquire(4096));
+  assert.equal(pool.acquire(16384).size, 16384);
+  assert.equal(pool.stats().reservedBytes, 16384);
+});

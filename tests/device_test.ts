@@ -1,0 +1,38 @@
+import assert from "node:assert/strict";
+import { deviceCount } from "../mod.ts";
+import { CPU, deviceName, parseDevice } from "../src/device.ts";
+
+Deno.test("deviceCount() is a non-negative integer and never throws for a missing GPU", () => {
+  const count = deviceCount();
+  assert.ok(Number.isInteger(count) && count >= 0);
+});
+
+Deno.test("parseDevice() reads cpu, cuda and cuda:N", () => {
+  assert.equal(parseDevice("cpu"), CPU);
+  if (deviceCount() > 0) {
+    assert.equal(parseDevice("cuda"), 0);
+    assert.equal(parseDevice("cuda:0"), 0);
+  }
+  assert.equal(deviceName(CPU), "cpu");
+  assert.equal(deviceName(3), "cuda:3");
+});
+
+Deno.test("parseDevice() throws TypeError naming a malformed device", () => {
+  for (const bad of ["gpu", "", "cuda:", "cuda:-1", "cuda:1.5", "cuda:01", "CUDA:0", " cpu"]) {
+    assert.throws(() => parseDevice(bad), { name: "TypeError", message: new RegExp(`"${bad}"`) });
+  }
+  assert.throws(() => parseDevice(7), TypeError);
+  assert.throws(() => parseDevice(null), TypeError);
+});
+
+Deno.test("parseDevice() throws RangeError past the device count", () => {
+  const count = deviceCount();
+  if (count === 0) {
+    assert.throws(() => parseDevice("cuda:0"), { name: "Error", message: /no usable CUDA device/ });
+  } else {
+    assert.throws(() => parseDevice(`cuda:${count}`), {
+      name: "RangeError",
+      message: new RegExp(`found ${count} device`),
+    });
+  }
+});

@@ -1,0 +1,67 @@
+/**
+ * Helpers for GPU tests: reading device bytes back with a plain synchronous
+ * cudaMemcpy (independent of the code under test), and building inputs.
+ */
+
+import { copyToBuffer } from "../../ffi/native.ts";
+import { deviceCount, type Tensor, type TypedArray } from "../../mod.ts";
+import { random } from "../../examples/reference_batch.ts";
+
+/** True where GPU tests can run. */
+export const hasGpu: boolean = deviceCount() > 0;
+
+/** The bytes of a tensor wherever it lives (device tensors are read back). */
+export function bytesOf(value: Tensor | TypedArray): Uint8Array {
+  if (ArrayBuffer.isView(value)) {
+    return new Uint8Array(value.buffer, value.byteOffset, value.byteLength).slice();
+  }
+  if (value.device === "cpu") {
+    const data = value.toTypedArray();
+    return new Uint8Array(data.buffer, data.byteOffset, data.byteLength).slice();
+  }
+  const out = new Uint8Array(value.byteLength);
+  const device = Number(value.device.slice(5));
+  const address = value.ptr === null ? 0 : Number(Deno.UnsafePointer.value(value.ptr));
+  copyToBuffer(device, out, 0, address, value.byteLength);
+  return out;
+}
+
+/** The device address of a tensor (0 for null). */
+export function addressOf(tensor: Tensor): number {
+  return tensor.ptr === null ? 0 : Number(Deno.UnsafePointer.value(tensor.ptr));
+}
+
+/** Random bytes (every bit pattern, NaN payloads included) in an array of `cls`. */
+export function randomArray<T extends TypedArray>(
+  cls: {
+    new (buffer: ArrayBuffer, offset?: number, length?: number): T;
+    BYTES_PER_ELEMENT: number;
+  },
+  length: number,
+  seed: number,
+): T {
+  const rand = random(seed);
+  const bytes = new Uint8Array(length * cls.BYTES_PER_ELEMENT);
+  for (let i = 0; i < bytes.length; i++) bytes[i] = Math.floor(rand() * 256);
+  return new cls(bytes.buffer, 0, length);
+}
+
+/** One array of every TypedArray class, of varied small lengths (zero included). */
+export function everyDtype(seed: number): Record<string, TypedArray> {
+  return {
+    float16: randomArray(Float16Array, 7, seed + 1),
+    float32: randomArray(Float32Array, 33, seed + 2),
+    float64: randomArray(Float64Array, 5, seed + 3),
+    int8: randomArray(Int8Array, 3, seed + 4),
+    int16: randomArray(Int16Array, 9, seed + 5),
+    int32: randomArray(Int32Array, 0, seed + 6),
+    int64: randomArray(BigInt64Array, 4, seed + 7),
+    uint8: randomArray(Uint8Array, 1, seed + 8),
+    clamped: randomArray(Uint8ClampedArray, 6, seed + 9),
+    uint16: randomArray(Uint16Array, 11, seed + 10),
+    uint32: randomArray(Uint32Array, 13, seed + 11),
+    uint64: randomArray(BigUint64Array, 2, seed + 12),
+    // A view into the middle of a larger buffer.
+    view: randomArray(Float32Array, 64, seed + 13).subarray(3, 17),
+  };
+}

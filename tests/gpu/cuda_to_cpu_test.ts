@@ -1,0 +1,150 @@
+import assert from "node:assert/strict";
+import { counters } from "../../ffi/native.ts";
+import { deviceCount, disposeAll, startCopy, Tensor } from "../../mod.ts";
+import { createBatchMetaData } from "../../examples/reference_batch.ts";
+import { bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
+
+const gpu = { ignore: !hasGpu };
+
+function flatten(value: unknown, into: (Tensor | ArrayBufferView)[] = []): typeof into {
+  if (value instanceof Tensor || ArrayBuffer.isView(value)) into.push(value);
+  else if (Array.isArray(value)) value.forEach((v) => flatten(v, into));
+  else if (value instanceof Map) [...value.values()].forEach((v) => flatten(v, into));
+  else if (value && typeof value === "object") {
+    Object.values(value).forEach((v) => flatten(v, into));
+  }
+  return into;
+}
+
+function assertRoundTrip(input: unknown, output: unknown, device: string): void {
+  const sources = flatten(input);
+  const results = flatten(output);
+  assert.equal(results.length, sources.length);
+  results.forEach((result, i) => {
+    assert.ok(result instanceof Tensor);
+    assert.equal(result.device, device);
+    assert.deepEqual(bytesOf(result), bytesOf(sources[i] as Tensor), `leaf ${i}`);
+  });
+}
+
+for (const packCpuTensors of [true, false]) {
+  for (const usePinnedStaging of [true, false]) {
+    const options = { packCpuTensors, usePinnedStaging };
+    Deno.test({
+      ...gpu,
+      name: `cuda:0 → cpu round trip is bit-exact for every dtype (${JSON.stringify(options)})`,
+      async fn() {
+        const input = {
+          small: everyDtype(21),
+          large: randomArray(Float64Array, 50_000, 22),
+          bool: Tensor.from(new Uint8Array([1, 0, 1]), [3], "bool"),
+        };
+        const onDevice = await startCopy(input, "cuda:0", options).get();
+        const handle = startCopy(onDevice, "cpu", options);
+        const back = await handle.get();
+        assertRoundTrip(input, back, "cpu");
+        for (const tensor of flatten(back) as Tensor[]) {
+          assert.equal(tensor.pinned, usePinnedStaging);
+          assert.equal(tensor.toTypedArray().length, tensor.numel);
+        }
+        assert.equal(back.bool.dtype, "bool");
+        assert.deepEqual([...back.bool.toTypedArray()], [1, 0, 1]);
+        const stats = handle.stats();
+        assert.equal(stats.packedTensors, packCpuTensors ? 14 : 0);
+        disposeAll([onDevice, back]);
+      },
+    });
+  }
+}
+
+Deno.test({
+  ...gpu,
+  name: "the reference batch leaves the GPU with one device-to-host transfer per chunk",
+  async fn() {
+    const batch = createBatchMetaData(16);
+    const onDevice = await startCopy(batch, "cuda:0").get();
+    const before = counters();
+    const handle = startCopy(onDevice, "cpu");
+    const back = await handle.get();
+    const after = counters();
+    const stats = handle.stats();
+    assert.equal(stats.tensors, 528);
+    assert.equal(stats.packedTensors, 528);
+    assert.equal(stats.chunks, 1);
+    assert.equal(stats.copies, 1);
+    assert.equal(after.copies - before.copies, 1);
+    assert.equal(after.kernels - before.kernels, 1);
+    assertRoundTrip(batch, back, "cpu");
+    disposeAll([onDevice, back]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "chained copies without awaiting the data in between are ordered",
+  async fn() {
+    const input = [randomArray(Int32Array, 1000, 31), randomArray(Uint8Array, 300_000, 32)];
+    for (let i = 0; i < 20; i++) {
+      const there = startCopy(input, "cuda:0");
+      const back = startCopy(await there.get(), "cpu");
+      const again = startCopy(await back.get(), "cuda:0");
+      const final = await startCopy(await again.get(), "cpu").get();
+      assertRoundTrip(input, final, "cpu");
+      disposeAll([await there.get(), await back.get(), await again.get(), final]);
+    }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "mixed CPU and CUDA inputs reach either target; tensors already there are reused",
+  async fn() {
+    const [onDevice] = await startCopy([randomArray(Float32Array, 10, 41)], "cuda:0").get();
+    const cpuTensor = Tensor.from(randomArray(Int16Array, 5, 42));
+    const input = { onDevice, cpuTensor, raw: randomArray(Uint8Array, 7, 43), text: "x" };
+    const toCpu = await startCopy(input, "cpu").get();
+    assert.equal(toCpu.cpuTensor, cpuTensor);
+    assert.equal(toCpu.text, "x");
+    assertRoundTrip(
+      [onDevice, cpuTensor, input.raw],
+      [toCpu.onDevice, toCpu.cpuTensor, toCpu.raw],
+      "cpu",
+    );
+    const toGpu = await startCopy(input, "cuda:0").get();
+    assert.equal(toGpu.onDevice, onDevice);
+    assertRoundTrip(
+      [onDevice, cpuTensor, input.raw],
+      [toGpu.onDevice, toGpu.cpuTensor, toGpu.raw],
+      "cuda:0",
+    );
+    disposeAll([toCpu.onDevice, toGpu.cpuTensor, toGpu.raw, onDevice]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a pinned CPU tensor is sent to the GPU straight from its pinned memory",
+  async fn() {
+    const input = [randomArray(Float32Array, 100_000, 51), randomArray(Uint8Array, 9, 52)];
+    const onDevice = await startCopy(input, "cuda:0").get();
+    const pinned = await startCopy(onDevice, "cpu").get();
+    assert.ok(pinned.every((t) => t.pinned));
+    const again = await startCopy(pinned, "cuda:0").get();
+    assertRoundTrip(input, again, "cuda:0");
+    disposeAll([onDevice, pinned, again]);
+  },
+});
+
+Deno.test({
+  ignore: deviceCount() < 2,
+  name: "cuda:0 → cuda:1 peer copies are bit-exact and ordered after queued work",
+  async fn() {
+    const input = { a: everyDtype(61), big: randomArray(Uint8Array, 5_000_000, 62) };
+    const first = await startCopy(input, "cuda:0").get();
+    const second = await startCopy(first, "cuda:1").get();
+    assertRoundTrip(input, second, "cuda:1");
+    const back = await startCopy(second, "cpu").get();
+    assertRoundTrip(input, back, "cpu");
+    disposeAll([first, second, back]);
+  },
+});

@@ -1,0 +1,100 @@
+import assert from "node:assert/strict";
+import { Tensor } from "../mod.ts";
+
+Deno.test("Tensor.from() wraps host data without copying", () => {
+  const data = new Float32Array([1, 2, 3, 4, 5, 6]);
+  const tensor = Tensor.from(data, [2, 3]);
+  assert.equal(tensor.dtype, "float32");
+  assert.deepEqual(tensor.shape, [2, 3]);
+  assert.equal(tensor.device, "cpu");
+  assert.equal(tensor.numel, 6);
+  assert.equal(tensor.byteLength, 24);
+  assert.equal(tensor.pinned, false);
+  assert.equal(tensor.toTypedArray(), data);
+});
+
+Deno.test("Tensor.from() maps every TypedArray class to its dtype", () => {
+  const cases: [ArrayBufferView, string][] = [
+    [new Float32Array(1), "float32"],
+    [new Float64Array(1), "float64"],
+    [new Int8Array(1), "int8"],
+    [new Int16Array(1), "int16"],
+    [new Int32Array(1), "int32"],
+    [new BigInt64Array(1), "int64"],
+    [new Uint8Array(1), "uint8"],
+    [new Uint8ClampedArray(1), "uint8"],
+    [new Uint16Array(1), "uint16"],
+    [new Uint32Array(1), "uint32"],
+    [new BigUint64Array(1), "uint64"],
+    [new Float16Array(1), "float16"],
+  ];
+  for (const [data, dtype] of cases) {
+    assert.equal(Tensor.from(data as Float32Array).dtype, dtype);
+  }
+});
+
+Deno.test("Tensor.from() takes bool, bfloat16 and float16 from their storage classes", () => {
+  assert.equal(Tensor.from(new Uint8Array(2), undefined, "bool").dtype, "bool");
+  const bf16 = Tensor.from(new Uint16Array(2), [2], "bfloat16");
+  assert.ok(bf16.toTypedArray() instanceof Uint16Array);
+  const f16 = Tensor.from(new Uint16Array(2), [2], "float16");
+  assert.ok(f16.toTypedArray() instanceof Float16Array);
+  assert.ok(
+    Tensor.from(new Float16Array(2), [2], "bfloat16").toTypedArray() instanceof Uint16Array,
+  );
+});
+
+Deno.test("Tensor.toTypedArray() of a uint8 Uint8ClampedArray is a Uint8Array over the same bytes", () => {
+  const data = new Uint8ClampedArray([1, 2]);
+  const view = Tensor.from(data).toTypedArray();
+  assert.ok(view instanceof Uint8Array);
+  assert.equal(view.buffer, data.buffer);
+});
+
+Deno.test("Tensor.from() throws TypeError for mismatched or unknown types", () => {
+  assert.throws(() => Tensor.from(new Float32Array(1), [1], "int32"), TypeError);
+  assert.throws(() => Tensor.from(new Int8Array(1), [1], "bool"), TypeError);
+  assert.throws(() => Tensor.from(new Float32Array(1), [1], "complex64" as never), TypeError);
+  assert.throws(() => Tensor.from([1, 2] as never), TypeError);
+  assert.throws(() => Tensor.from(new DataView(new ArrayBuffer(4)) as never), TypeError);
+});
+
+Deno.test("Tensor.from() throws RangeError when the shape does not hold the data", () => {
+  assert.throws(() => Tensor.from(new Float32Array(6), [4, 2]), RangeError);
+  assert.throws(() => Tensor.from(new Float32Array(2), [-1, -2]), RangeError);
+  assert.throws(() => Tensor.from(new Float32Array(2), [1.5, 2]), RangeError);
+  assert.equal(Tensor.from(new Float32Array(0), [0, 5]).numel, 0);
+});
+
+Deno.test("Tensor.from() accepts a view into part of a larger buffer", () => {
+  const buffer = new ArrayBuffer(64);
+  const view = new Int16Array(buffer, 6, 5);
+  const tensor = Tensor.from(view);
+  assert.equal(tensor.byteLength, 10);
+  assert.equal(tensor.toTypedArray().byteOffset, 6);
+});
+
+Deno.test("Tensor.dispose() is idempotent and a disposed tensor cannot be read", () => {
+  const tensor = Tensor.from(new Float32Array(2));
+  tensor.dispose();
+  tensor.dispose();
+  assert.equal(tensor.disposed, true);
+  assert.throws(() => tensor.toTypedArray(), { message: /disposed/ });
+  assert.throws(() => tensor.ptr, { message: /disposed/ });
+});
+
+Deno.test("Tensor supports using declarations", () => {
+  let outer: Tensor;
+  {
+    using tensor = Tensor.from(new Float32Array(1));
+    outer = tensor;
+  }
+  assert.equal(outer.disposed, true);
+});
+
+Deno.test("Tensor.ptr of a CPU tensor points at its first byte", () => {
+  const data = new Uint8Array([7, 8, 9]);
+  const ptr = Tensor.from(data.subarray(1)).ptr!;
+  assert.equal(new Deno.UnsafePointerView(ptr).getUint8(0), 8);
+  assert.equal(Tensor.from(new Uint8Array(0)).ptr, null);
+});
