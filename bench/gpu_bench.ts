@@ -52,6 +52,13 @@ function leavesOf(data: unknown): TypedArray[] {
   );
 }
 
+function bytesOf(data: unknown): number {
+  return walk(data).leaves.reduce((sum, leaf) => sum + leaf.byteLength, 0);
+}
+
+/** A timed body; what it returns runs after the clock stops (cleanup). */
+type Body = () => Promise<(() => void) | void> | (() => void) | void;
+
 function quantile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
 }
@@ -59,15 +66,16 @@ function quantile(sorted: number[], q: number): number {
 async function time(
   iterations: number,
   warmup: number,
-  body: () => Promise<void> | void,
+  body: Body,
 ): Promise<{ median: number; p90: number; allocs: number }> {
-  for (let i = 0; i < warmup; i++) await body();
+  for (let i = 0; i < warmup; i++) (await body())?.();
   const samples: number[] = [];
   const before = counters();
   for (let i = 0; i < iterations; i++) {
     const start = performance.now();
-    await body();
+    const cleanup = await body();
     samples.push((performance.now() - start) * 1000);
+    cleanup?.();
   }
   const after = counters();
   samples.sort((a, b) => a - b);
@@ -103,9 +111,10 @@ function handWrittenToDevice(arrays: TypedArray[]): { run: () => void; free: () 
   };
 }
 
-function withStartCopy(data: unknown, device: string, background: boolean): () => Promise<void> {
+function withStartCopy(data: unknown, device: string, background: boolean): Body {
   return async () => {
-    disposeAll(await startCopy(data, device, { useBackgroundThread: background }).get());
+    const result = await startCopy(data, device, { useBackgroundThread: background }).get();
+    return () => disposeAll(result);
   };
 }
 
@@ -114,9 +123,9 @@ async function runCase(
   name: string,
   data: unknown,
   iterations: number,
-  methods: [string, () => Promise<void> | void][],
+  methods: [string, Body][],
 ): Promise<void> {
-  const bytes = leavesOf(data).reduce((sum, a) => sum + a.byteLength, 0);
+  const bytes = bytesOf(data);
   const warmup = Math.max(3, Math.floor(iterations / 10));
   let naive = NaN;
   for (const [method, body] of methods) {

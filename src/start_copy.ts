@@ -33,7 +33,14 @@ import { type ResolvedOptions, resolveOptions, type StartCopyOptions } from "./o
 import { packCandidates, planPacking } from "./pack_plan.ts";
 import { pinnedPool, pinnedView } from "./pinned_memory.ts";
 import { Storage } from "./storage.ts";
-import { createTensor, Tensor, tensorInternals } from "./tensor.ts";
+import {
+  createTensor,
+  Tensor,
+  tensorAddress,
+  tensorData,
+  tensorDevice,
+  tensorStorage,
+} from "./tensor.ts";
 import { type Leaf, walk } from "./traverse.ts";
 import { splitIntoPieces, stageOnWorkers, type StagingPiece } from "./worker_pool.ts";
 import { addressOf } from "../ffi/native.ts";
@@ -107,7 +114,7 @@ export function startCopy<T>(
 
 /** A CPU leaf's bytes as a TypedArray (the leaf itself, or a tensor's view). */
 function hostBytes(leaf: Leaf): TypedArray {
-  return leaf instanceof Tensor ? leaf.toTypedArray() : leaf;
+  return leaf instanceof Tensor ? tensorData(leaf) ?? leaf.toTypedArray() : leaf;
 }
 
 let pageableScratch = new ArrayBuffer(0);
@@ -151,8 +158,7 @@ function submit(
     const leaf = leaves[i];
     let source = CPU;
     if (leaf instanceof Tensor) {
-      const inner = tensorInternals(leaf);
-      source = inner.device;
+      source = tensorDevice(leaf);
       dtypes[i] = leaf.dtype;
       sizes[i] = leaf.byteLength;
       if (source === target) {
@@ -160,9 +166,10 @@ function submit(
         stats.bytes += sizes[i];
         continue;
       }
-      if (inner.storage) {
-        inner.storage.retain();
-        retained.push(inner.storage);
+      const storage = tensorStorage(leaf);
+      if (storage) {
+        storage.retain();
+        retained.push(storage);
       }
     } else {
       dtypes[i] = dtypeOfArray(leaf)!;
@@ -204,10 +211,7 @@ function submit(
     outputs[i] = tensor;
     created.push(tensor);
   };
-  const sourceAddress = (i: number): number => {
-    const inner = tensorInternals(leaves[i] as Tensor);
-    return inner.storage!.address + inner.offset;
-  };
+  const sourceAddress = (i: number): number => tensorAddress(leaves[i] as Tensor);
 
   const release = (): void => {
     for (const block of staging) pinnedPool.release(block);

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { addressOf, pointerOf } from "../ffi/native.ts";
+import { pointerOf } from "../ffi/native.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
@@ -36,16 +36,14 @@ export interface TensorInit {
   offset?: number;
 }
 
-/** Library-internal access to a tensor's memory. */
-export interface TensorInternals {
-  readonly device: DeviceIndex;
-  readonly storage: Storage | undefined;
-  readonly offset: number;
-  readonly data: TypedArray | undefined;
-}
+// Device strings are shared, not built per tensor.
+const DEVICE_NAMES: string[] = [];
 
 let create: (init: TensorInit) => Tensor;
-let internals: (tensor: Tensor) => TensorInternals;
+let deviceOf: (tensor: Tensor) => DeviceIndex;
+let storageOf: (tensor: Tensor) => Storage | undefined;
+let offsetOf: (tensor: Tensor) => number;
+let dataOf: (tensor: Tensor) => TypedArray | undefined;
 
 /**
  * A tensor: `dtype`, `shape` and bytes on the CPU or a CUDA device.
@@ -77,7 +75,7 @@ export class Tensor {
     this.dtype = init.dtype;
     this.shape = init.shape;
     this.#deviceIndex = init.device;
-    this.device = deviceName(init.device);
+    this.device = DEVICE_NAMES[init.device + 1] ??= deviceName(init.device);
     this.byteLength = init.byteLength;
     this.#data = init.data;
     this.#storage = init.storage;
@@ -86,15 +84,10 @@ export class Tensor {
 
   static {
     create = (init) => new Tensor(init);
-    internals = (tensor) => {
-      tensor.#assertLive();
-      return {
-        device: tensor.#deviceIndex,
-        storage: tensor.#storage,
-        offset: tensor.#offset,
-        data: tensor.#data,
-      };
-    };
+    deviceOf = (tensor) => tensor.#deviceIndex;
+    storageOf = (tensor) => tensor.#storage;
+    offsetOf = (tensor) => tensor.#offset;
+    dataOf = (tensor) => tensor.#data;
   }
 
   /**
@@ -243,16 +236,24 @@ export function createTensor(init: TensorInit): Tensor {
   return create(init);
 }
 
-/** Library-internal view of a live tensor; throws if it was disposed. */
-export function tensorInternals(tensor: Tensor): TensorInternals {
-  return internals(tensor);
+/** The device index of a tensor (library-internal). */
+export function tensorDevice(tensor: Tensor): DeviceIndex {
+  return deviceOf(tensor);
 }
 
-/** The host address of a CPU tensor's bytes (0 when empty). */
-export function hostAddressOf(tensor: Tensor): number {
-  const { storage, offset, data } = internals(tensor);
-  if (storage) return storage.address + offset;
-  return addressOf(data!);
+/** The pooled storage behind a tensor, if any (library-internal). */
+export function tensorStorage(tensor: Tensor): Storage | undefined {
+  return storageOf(tensor);
+}
+
+/** The address of a storage-backed tensor's first byte (library-internal). */
+export function tensorAddress(tensor: Tensor): number {
+  return storageOf(tensor)!.address + offsetOf(tensor);
+}
+
+/** The host data a CPU tensor wraps, if it wraps any (library-internal). */
+export function tensorData(tensor: Tensor): TypedArray | undefined {
+  return dataOf(tensor);
 }
 
 /** Whether a view's buffer is detached. */

@@ -36,6 +36,24 @@ export function isPlainObject(value: object): boolean {
 
 const LEAF = Symbol("leaf");
 
+/** A rejection found during the walk; the path is filled in while unwinding. */
+class WalkError {
+  readonly path: (string | number)[] = [];
+  constructor(readonly make: (path: string) => Error) {}
+}
+
+function formatPath(path: readonly (string | number)[]): string {
+  let text = "$";
+  for (const key of path) {
+    text += typeof key === "number"
+      ? `[${key}]`
+      : /^[A-Za-z_$][\w$]*$/.test(key)
+      ? `.${key}`
+      : `[${JSON.stringify(key)}]`;
+  }
+  return text;
+}
+
 /**
  * Walks `root`.
  *
@@ -48,96 +66,91 @@ export function walk(root: unknown): Walk {
   // Slot i: where the output of leaf i goes (container and key).
   const parents: unknown[] = [];
   const keys: unknown[] = [];
-  const ancestors = new Set<object>();
-  const path: (string | number)[] = [];
+  // The containers on the current path: cycles are found by scanning it,
+  // which beats a Set for the shallow trees of real batches.
+  const ancestors: object[] = [];
 
-  const pathString = (): string => {
-    let text = "$";
-    for (const key of path) {
-      text += typeof key === "number"
-        ? `[${key}]`
-        : /^[A-Za-z_$][\w$]*$/.test(key)
-        ? `.${key}`
-        : `[${JSON.stringify(key)}]`;
-    }
-    return text;
-  };
-
-  const leaf = (value: Leaf, parent: unknown, key: unknown): typeof LEAF => {
+  const visit = (value: unknown, parent: unknown, key: unknown, depth: number): unknown => {
+    if (typeof value !== "object" || value === null) return value;
     if (value instanceof Tensor) {
       if (value.disposed) {
-        throw new Error(
-          `Cannot copy a disposed tensor at ${pathString()}`,
+        throw new WalkError((path) => new Error(`Cannot copy a disposed tensor at ${path}`));
+      }
+      leaves.push(value);
+      parents.push(parent);
+      keys.push(key);
+      return LEAF;
+    }
+    if (isTypedArray(value)) {
+      if (isDetached(value)) {
+        throw new WalkError((path) =>
+          new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`)
         );
       }
-    } else if (isDetached(value)) {
-      throw new TypeError(
-        `Cannot copy a detached ArrayBuffer at ${pathString()}`,
-      );
-    }
-    leaves.push(value);
-    parents.push(parent);
-    keys.push(key);
-    return LEAF;
-  };
-
-  const visit = (
-    value: unknown,
-    parent: unknown,
-    key: unknown,
-    depth: number,
-  ): unknown => {
-    if (typeof value !== "object" || value === null) return value;
-    if (value instanceof Tensor || isTypedArray(value)) {
-      return leaf(value, parent, key);
+      leaves.push(value);
+      parents.push(parent);
+      keys.push(key);
+      return LEAF;
     }
     const isArray = Array.isArray(value);
     const isMap = !isArray && value instanceof Map;
     if (!isArray && !isMap && !isPlainObject(value)) return value;
-    if (ancestors.has(value)) {
-      throw new TypeError(`Cannot copy a cyclic structure at ${pathString()}`);
+    for (let d = 0; d < depth; d++) {
+      if (ancestors[d] === value) {
+        throw new WalkError((path) => new TypeError(`Cannot copy a cyclic structure at ${path}`));
+      }
     }
     if (depth >= MAX_DEPTH) {
-      throw new RangeError(
-        `Cannot copy a structure nested deeper than ${MAX_DEPTH} containers at ${pathString()}`,
+      throw new WalkError((path) =>
+        new RangeError(
+          `Cannot copy a structure nested deeper than ${MAX_DEPTH} containers at ${path}`,
+        )
       );
     }
-    ancestors.add(value);
-    let out: unknown;
-    if (isArray) {
-      const input = value as unknown[];
-      const output = new Array(input.length);
-      for (let i = 0; i < input.length; i++) {
-        path.push(i);
-        output[i] = visit(input[i], output, i, depth + 1);
-        path.pop();
+    ancestors[depth] = value;
+    let current: string | number = 0;
+    try {
+      if (isArray) {
+        const input = value as unknown[];
+        const output = new Array(input.length);
+        for (let i = 0; i < input.length; i++) {
+          current = i;
+          output[i] = visit(input[i], output, i, depth + 1);
+        }
+        return output;
       }
-      out = output;
-    } else if (isMap) {
-      const output = new Map<unknown, unknown>();
-      for (const [k, v] of value as Map<unknown, unknown>) {
-        path.push(String(k));
-        output.set(k, visit(v, output, k, depth + 1));
-        path.pop();
+      if (isMap) {
+        const output = new Map<unknown, unknown>();
+        for (const [k, v] of value as Map<unknown, unknown>) {
+          current = String(k);
+          output.set(k, visit(v, output, k, depth + 1));
+        }
+        return output;
       }
-      out = output;
-    } else {
       const input = value as Record<string, unknown>;
       const output: Record<string, unknown> = Object.getPrototypeOf(input) === null
         ? Object.create(null)
         : {};
-      for (const k of Object.keys(input)) {
-        path.push(k);
+      const names = Object.keys(input);
+      for (let i = 0; i < names.length; i++) {
+        const k = names[i];
+        current = k;
         output[k] = visit(input[k], output, k, depth + 1);
-        path.pop();
       }
-      out = output;
+      return output;
+    } catch (error) {
+      if (error instanceof WalkError) error.path.unshift(current);
+      throw error;
     }
-    ancestors.delete(value);
-    return out;
   };
 
-  const rootOut = visit(root, undefined, undefined, 0);
+  let rootOut: unknown;
+  try {
+    rootOut = visit(root, undefined, undefined, 0);
+  } catch (error) {
+    if (error instanceof WalkError) throw error.make(formatPath(error.path));
+    throw error;
+  }
 
   return {
     leaves,

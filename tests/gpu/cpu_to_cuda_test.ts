@@ -53,8 +53,8 @@ for (const packCpuTensors of [true, false]) {
           assert.equal(result.nested[1].bool.dtype, "bool");
           assertSameBytes(input, result);
           const stats = handle.stats();
-          assert.equal(stats.tensors, 29);
-          assert.equal(stats.packedTensors, packCpuTensors ? 27 : 0);
+          assert.equal(stats.tensors, 30);
+          assert.equal(stats.packedTensors, packCpuTensors ? 28 : 0);
           assert.equal(stats.chunks, packCpuTensors ? 1 : 0);
           disposeAll(result);
           await closeWorkers();
