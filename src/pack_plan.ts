@@ -84,12 +84,21 @@ export function planPacking(
   const n = candidates.length;
   if (n === 0) return [];
   const align = new Array<number>(n);
+  const distinct: number[] = [];
   for (let k = 0; k < n; k++) {
-    align[k] = effectiveAlignment(options.minPackedAlignmentBytes, elementSizes[candidates[k]]);
+    const a = effectiveAlignment(options.minPackedAlignmentBytes, elementSizes[candidates[k]]);
+    align[k] = a;
+    if (!distinct.includes(a)) distinct.push(a);
   }
-  // Buckets of decreasing alignment, input order inside each (stable sort).
-  const order = Array.from({ length: n }, (_, k) => k);
-  order.sort((a, b) => align[b] - align[a] || a - b);
+  // Buckets of decreasing alignment, input order inside each. There are
+  // only a few distinct alignments (one per element size), so one pass per
+  // bucket beats a comparison sort of all candidates.
+  distinct.sort((a, b) => b - a);
+  const order = new Array<number>(n);
+  let filled = 0;
+  for (const bucket of distinct) {
+    for (let k = 0; k < n; k++) if (align[k] === bucket) order[filled++] = k;
+  }
 
   // Upper bound of the bytes still to place from position p, for capacities.
   const remaining = new Array<number>(n + 1);
@@ -115,7 +124,8 @@ export function planPacking(
       const a = align[k];
       // Offset whose absolute address base + offset is a multiple of a.
       const from = start < 0 ? 0 : end;
-      const offset = from + mod(-(base + from), a);
+      const misalignment = (base + from) % a;
+      const offset = misalignment === 0 ? from : from + a - misalignment;
       if (start >= 0 && offset + size - start > options.maxPackedChunkBytes) break;
       if (start < 0) start = offset;
       members.push(candidates[k]);
@@ -125,9 +135,4 @@ export function planPacking(
     chunks.push({ members, offsets, base, start, end });
   }
   return chunks;
-}
-
-function mod(value: number, divisor: number): number {
-  const r = value % divisor;
-  return r < 0 ? r + divisor : r;
 }

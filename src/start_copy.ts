@@ -253,10 +253,13 @@ function submit(
             const cls = src.constructor as TypedArrayConstructor;
             const view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
             view.set(src as never, (offsets[m] - start) / cls.BYTES_PER_ELEMENT);
-            output(i, target, storage, offsets[m]);
           }
           if (stage) copyAsync(target, base + start, stage.address, payload, 0);
           else copyFromBuffer(target, base + start, new Uint8Array(pageableScratch), 0, payload);
+          // Outputs are built while the DMA runs.
+          for (let m = 0; m < members.length; m++) {
+            output(h2d[members[m]], target, storage, offsets[m]);
+          }
           stats.packedTensors += members.length;
           stats.chunks++;
           stats.copies++;

@@ -128,14 +128,19 @@ export function walk(root: unknown): Walk {
         return output;
       }
       const input = value as Record<string, unknown>;
+      // A spread copies the own enumerable keys in order with one fast
+      // clone; only values that change (nested containers) are stored again.
+      // Leaves keep their input value until build() replaces them.
       const output: Record<string, unknown> = Object.getPrototypeOf(input) === null
-        ? Object.create(null)
-        : {};
+        ? Object.assign(Object.create(null), input)
+        : { ...input };
       const names = Object.keys(input);
       for (let i = 0; i < names.length; i++) {
         const k = names[i];
         current = k;
-        output[k] = visit(input[k], output, k, depth + 1);
+        const child = input[k];
+        const result = visit(child, output, k, depth + 1);
+        if (result !== child && result !== LEAF) output[k] = result;
       }
       return output;
     } catch (error) {

@@ -1,0 +1,100 @@
+/**
+ * `deno bench` for what the CPU alone decides: traversal, planning, packing
+ * into host memory, and output construction (the CPU target). Each group
+ * has a naive per-tensor baseline.
+ *
+ * Run: `deno task bench`
+ *
+ * @module
+ */
+
+import { startCopy, type Tensor, type TypedArray } from "../mod.ts";
+import { createBatchMetaData } from "../examples/reference_batch.ts";
+import { packCandidates, planPacking } from "../src/pack_plan.ts";
+import { walk } from "../src/traverse.ts";
+
+const batch = createBatchMetaData(16);
+const leaves = walk(batch).leaves as Tensor[];
+const arrays: TypedArray[] = leaves.map((t) => t.toTypedArray());
+const sizes = leaves.map((t) => t.byteLength);
+const elementSizes = leaves.map((t) => t.byteLength / Math.max(t.numel, 1));
+const options = { minPackedAlignmentBytes: 16, maxPackedChunkBytes: 32 * 1024 * 1024 };
+
+Deno.bench({
+  name: "naive: structuredClone of the batch (per-tensor copies)",
+  group: "traverse",
+  baseline: true,
+  fn: () => {
+    structuredClone(arrays);
+  },
+});
+Deno.bench({
+  name: "walk(): collect 528 leaves, build containers",
+  group: "traverse",
+  fn: () => {
+    walk(batch).build(arrays);
+  },
+});
+
+Deno.bench({
+  name: "naive: one slot per tensor, no packing",
+  group: "plan",
+  baseline: true,
+  fn: () => {
+    let offset = 0;
+    const offsets = sizes.map((size) => (offset += Math.ceil(size / 16) * 16) - size);
+    if (offsets.length !== sizes.length) throw new Error("unreachable");
+  },
+});
+Deno.bench({
+  name: "planPacking(): 528 tensors into chunks",
+  group: "plan",
+  fn: () => {
+    planPacking(sizes, elementSizes, packCandidates(sizes, options), options, () => 0);
+  },
+});
+
+const packed = new Uint8Array(256 * 1024);
+const views = new Map<unknown, TypedArray>();
+function viewOf(cls: { new (b: ArrayBuffer): TypedArray }): TypedArray {
+  let view = views.get(cls);
+  if (!view) views.set(cls, view = new cls(packed.buffer));
+  return view;
+}
+const [plan] = planPacking(sizes, elementSizes, packCandidates(sizes, options), options, () => 0);
+Deno.bench({
+  name: "naive: a fresh buffer per tensor (slice)",
+  group: "pack",
+  baseline: true,
+  fn: () => {
+    for (const array of arrays) array.slice();
+  },
+});
+Deno.bench({
+  name: "pack 528 tensors into one buffer with typed set()",
+  group: "pack",
+  fn: () => {
+    for (let m = 0; m < plan.members.length; m++) {
+      const src = arrays[plan.members[m]];
+      const view = viewOf(src.constructor as { new (b: ArrayBuffer): TypedArray });
+      view.set(src as never, plan.offsets[m] / (src as Float32Array).BYTES_PER_ELEMENT);
+    }
+  },
+});
+
+Deno.bench({
+  name: "naive: Tensor.from() per leaf",
+  group: "startCopy cpu",
+  baseline: true,
+  fn: async () => {
+    const { Tensor } = await import("../mod.ts");
+    for (const array of arrays) Tensor.from(array);
+  },
+});
+Deno.bench({
+  name: "startCopy(batch, 'cpu') + get()",
+  group: "startCopy cpu",
+  fn: async () => {
+    await startCopy(batch, "cpu").get();
+  },
+});
