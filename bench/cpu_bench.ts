@@ -11,10 +11,10 @@
 import { startCopy, type Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { packCandidates, planPacking } from "../src/pack_plan.ts";
-import { walk } from "../src/traverse.ts";
+import { collectLeaves, walk } from "../src/traverse.ts";
 
 const batch = createBatchMetaData(16);
-const leaves = walk(batch).leaves as Tensor[];
+const leaves = collectLeaves(batch) as Tensor[];
 const arrays: TypedArray[] = leaves.map((t) => t.toTypedArray());
 const sizes = leaves.map((t) => t.byteLength);
 const elementSizes = leaves.map((t) => t.byteLength / Math.max(t.numel, 1));
@@ -32,7 +32,7 @@ Deno.bench({
   name: "walk(): collect 528 leaves, build containers",
   group: "traverse",
   fn: () => {
-    walk(batch).build(arrays);
+    walk(batch, (leaf) => leaf);
   },
 });
 

@@ -24,7 +24,7 @@ import {
 } from "../ffi/native.ts";
 import { deviceCount, disposeAll, startCopy, type Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
-import { walk } from "../src/traverse.ts";
+import { collectLeaves, walk } from "../src/traverse.ts";
 import { closeWorkers } from "../src/worker_pool.ts";
 
 if (deviceCount() === 0) {
@@ -47,13 +47,13 @@ interface Row {
 }
 
 function leavesOf(data: unknown): TypedArray[] {
-  return walk(data).leaves.map((leaf) =>
+  return collectLeaves(data).map((leaf) =>
     ArrayBuffer.isView(leaf) ? leaf : (leaf as Tensor).toTypedArray()
   );
 }
 
 function bytesOf(data: unknown): number {
-  return walk(data).leaves.reduce((sum, leaf) => sum + leaf.byteLength, 0);
+  return collectLeaves(data).reduce((sum, leaf) => sum + leaf.byteLength, 0);
 }
 
 /** A timed body; what it returns runs after the clock stops (cleanup). */
@@ -167,7 +167,7 @@ const large8m = Array.from({ length: 32 }, (_, i) => new Float32Array(2 * 1024 *
   const phases = { walk: [] as number[], submit: [] as number[], complete: [] as number[] };
   for (let i = 0; i < SMALL_ITERATIONS + 100; i++) {
     const t0 = performance.now();
-    walk(ref16);
+    walk(ref16, (leaf) => leaf);
     const t1 = performance.now();
     const handle = startCopy(ref16, "cuda:0");
     const t2 = performance.now();
@@ -194,7 +194,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
 
 {
   const onDevice = await startCopy(ref16, "cuda:0").get();
-  const sources = walk(onDevice).leaves as Tensor[];
+  const sources = collectLeaves(onDevice) as Tensor[];
   const hostArrays = sources.map((t) => new Uint8Array(t.byteLength));
   const addressOf = (t: Tensor): number =>
     t.ptr === null ? 0 : Number(Deno.UnsafePointer.value(t.ptr));

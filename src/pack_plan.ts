@@ -83,12 +83,19 @@ export function planPacking(
 ): ChunkPlan[] {
   const n = candidates.length;
   if (n === 0) return [];
+  const min = options.minPackedAlignmentBytes;
+  // Element sizes are 1, 2, 4 or 8: compute each alignment once.
+  const alignOfSize = [0, 0, 0, 0, 0, 0, 0, 0, 0];
   const align = new Array<number>(n);
   const distinct: number[] = [];
   for (let k = 0; k < n; k++) {
-    const a = effectiveAlignment(options.minPackedAlignmentBytes, elementSizes[candidates[k]]);
+    const size = elementSizes[candidates[k]];
+    let a = alignOfSize[size];
+    if (a === 0) {
+      a = alignOfSize[size] = effectiveAlignment(min, size);
+      if (!distinct.includes(a)) distinct.push(a);
+    }
     align[k] = a;
-    if (!distinct.includes(a)) distinct.push(a);
   }
   // Buckets of decreasing alignment, input order inside each. There are
   // only a few distinct alignments (one per element size), so one pass per

@@ -34,7 +34,9 @@ import { packCandidates, planPacking } from "./pack_plan.ts";
 import { pinnedPool, pinnedView } from "./pinned_memory.ts";
 import { Storage } from "./storage.ts";
 import {
+  bindTensor,
   createTensor,
+  rebindTensor,
   Tensor,
   tensorAddress,
   tensorData,
@@ -103,13 +105,82 @@ export function startCopy<T>(
 ): AsyncCopyHandle<CopyResult<T>> {
   const resolved = resolveOptions(options);
   const target = parseDevice(device);
-  const { leaves, build } = walk(data);
+  const leaves = new LeafTable(target);
+  const result = walk(data, (leaf) => leaves.add(leaf)) as CopyResult<T>;
   reapFinished();
-  const job = submit(leaves, target, resolved);
+  const job = submit(leaves, resolved);
   return new AsyncCopyHandle<CopyResult<T>>({
     ...job,
-    complete: () => build(job.complete()) as CopyResult<T>,
+    complete: () => {
+      job.complete();
+      return result;
+    },
   });
+}
+
+/**
+ * The leaves of one copy that need moving, with their output tensors.
+ * Outputs are created during the walk, unbound, and bound to their memory
+ * once it is planned, so the result structure is final from the start.
+ */
+class LeafTable {
+  readonly target: number;
+  /** Leaves found, including those that need no copy. */
+  tensors = 0;
+  /** Their payload bytes. */
+  bytes = 0;
+  readonly leaves: Leaf[] = [];
+  readonly outputs: Tensor[] = [];
+  readonly sizes: number[] = [];
+  readonly elementSizes: number[] = [];
+  readonly sources: number[] = [];
+  /** Indices of CPU→CUDA, CUDA→other CUDA, and CUDA→CPU leaves. */
+  readonly h2d: number[] = [];
+  readonly peer: number[] = [];
+  readonly d2h: number[] = [];
+
+  constructor(target: number) {
+    this.target = target;
+  }
+
+  /** Records a leaf; returns what stands in its place in the result. */
+  add(leaf: Leaf): unknown {
+    this.tensors++;
+    const target = this.target;
+    if (leaf instanceof Tensor) {
+      const source = tensorDevice(leaf);
+      this.bytes += leaf.byteLength;
+      if (source === target) return leaf;
+      return this.#move(leaf, source, leaf.dtype, leaf.shape, leaf.byteLength);
+    }
+    const dtype = dtypeOfArray(leaf)!;
+    this.bytes += leaf.byteLength;
+    if (target === CPU) {
+      // As in the reference package: a CPU leaf to the CPU is not copied.
+      return createTensor(dtype, [leaf.length], CPU, leaf.byteLength, leaf);
+    }
+    return this.#move(leaf, CPU, dtype, [leaf.length], leaf.byteLength);
+  }
+
+  #move(
+    leaf: Leaf,
+    source: number,
+    dtype: DType,
+    shape: readonly number[],
+    byteLength: number,
+  ): Tensor {
+    const index = this.leaves.length;
+    const output = createTensor(dtype, shape, this.target, byteLength);
+    this.leaves.push(leaf);
+    this.outputs.push(output);
+    this.sizes.push(byteLength);
+    this.elementSizes.push(DTYPE_SIZE[dtype]);
+    this.sources.push(source);
+    if (this.target === CPU) this.d2h.push(index);
+    else if (source === CPU) this.h2d.push(index);
+    else this.peer.push(index);
+    return output;
+  }
 }
 
 /** A CPU leaf's bytes as a TypedArray (the leaf itself, or a tensor's view). */
@@ -130,88 +201,27 @@ function pageableView(bytes: number, cls: TypedArrayConstructor): TypedArray {
   return view;
 }
 
-function submit(
-  leaves: Leaf[],
-  target: number,
-  options: ResolvedOptions,
-): CopyJob<unknown[]> {
-  const n = leaves.length;
-  const outputs = new Array<unknown>(n);
-  const stats: CopyStats = { tensors: n, bytes: 0, packedTensors: 0, chunks: 0, copies: 0 };
-  const dtypes = new Array<DType>(n);
-  const sizes = new Array<number>(n);
-  const sources = new Int32Array(n);
-  const h2d: number[] = [];
-  const peer: number[] = [];
-  const d2h = new Map<number, number[]>();
+/** `values[i]` for each i of `indices` (the array itself when they are all). */
+function pick(values: number[], indices: number[]): number[] {
+  return indices.length === values.length ? values : indices.map((i) => values[i]);
+}
+
+function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
+  const { target, leaves, outputs, sizes, sources } = table;
+  const stats: CopyStats = {
+    tensors: table.tensors,
+    bytes: table.bytes,
+    packedTensors: 0,
+    chunks: 0,
+    copies: 0,
+  };
   // Everything to release when the copy settles.
   const retained: Storage[] = [];
   const staging: Block[] = [];
-  const created: Tensor[] = [];
   const fences: number[] = [];
   const events: number[] = [];
   const devices = new Set<number>();
   let pieces: StagingPiece[] | undefined;
-  const toUnpin: number[] = [];
-
-  for (let i = 0; i < n; i++) {
-    const leaf = leaves[i];
-    let source = CPU;
-    if (leaf instanceof Tensor) {
-      source = tensorDevice(leaf);
-      dtypes[i] = leaf.dtype;
-      sizes[i] = leaf.byteLength;
-      if (source === target) {
-        outputs[i] = leaf;
-        stats.bytes += sizes[i];
-        continue;
-      }
-      const storage = tensorStorage(leaf);
-      if (storage) {
-        storage.retain();
-        retained.push(storage);
-      }
-    } else {
-      dtypes[i] = dtypeOfArray(leaf)!;
-      sizes[i] = leaf.byteLength;
-      if (target === CPU) {
-        // As in the reference package: a CPU leaf to the CPU is not copied.
-        outputs[i] = createTensor({
-          dtype: dtypes[i],
-          shape: [leaf.length],
-          device: CPU,
-          byteLength: sizes[i],
-          data: leaf,
-        });
-        stats.bytes += sizes[i];
-        continue;
-      }
-    }
-    stats.bytes += sizes[i];
-    sources[i] = source;
-    if (target !== CPU) {
-      (source === CPU ? h2d : peer).push(i);
-    } else {
-      let list = d2h.get(source);
-      if (!list) d2h.set(source, list = []);
-      list.push(i);
-    }
-  }
-
-  const output = (i: number, device: number, storage: Storage, offset: number): void => {
-    const leaf = leaves[i];
-    const tensor = createTensor({
-      dtype: dtypes[i],
-      shape: leaf instanceof Tensor ? leaf.shape : [leaf.length],
-      device,
-      byteLength: sizes[i],
-      storage,
-      offset,
-    });
-    outputs[i] = tensor;
-    created.push(tensor);
-  };
-  const sourceAddress = (i: number): number => tensorAddress(leaves[i] as Tensor);
 
   const release = (): void => {
     for (const block of staging) pinnedPool.release(block);
@@ -219,159 +229,63 @@ function submit(
     for (const event of fences) releaseEvent(event);
     staging.length = retained.length = fences.length = 0;
   };
+  const abort = (): void => {
+    drain(devices);
+    for (const event of events) releaseEvent(event);
+    for (const output of outputs) output.dispose();
+    release();
+  };
 
   try {
-    if (h2d.length > 0) {
-      devices.add(target);
-      const pool = devicePool(target);
-      const packed = new Uint8Array(h2d.length);
-      if (options.packCpuTensors) {
-        const h2dSizes = h2d.map((i) => sizes[i]);
-        const elementSizes = h2d.map((i) => DTYPE_SIZE[dtypes[i]]);
-        const chunkBlocks: Block[] = [];
-        const chunks = planPacking(
-          h2dSizes,
-          elementSizes,
-          packCandidates(h2dSizes, options),
-          options,
-          (_, capacity) => {
-            const block = pool.acquire(capacity);
-            chunkBlocks.push(block);
-            return block.address;
-          },
-        );
-        for (let c = 0; c < chunks.length; c++) {
-          const { members, offsets, base, start, end } = chunks[c];
-          const payload = end - start;
-          const storage = new Storage(pool, chunkBlocks[c], members.length);
-          const stage = options.usePinnedStaging ? pinnedPool.acquire(payload) : undefined;
-          if (stage) staging.push(stage);
-          for (let m = 0; m < members.length; m++) {
-            const i = h2d[members[m]];
-            packed[members[m]] = 1;
-            const src = hostBytes(leaves[i]);
-            const cls = src.constructor as TypedArrayConstructor;
-            const view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
-            view.set(src as never, (offsets[m] - start) / cls.BYTES_PER_ELEMENT);
-          }
-          if (stage) copyAsync(target, base + start, stage.address, payload, 0);
-          else copyFromBuffer(target, base + start, new Uint8Array(pageableScratch), 0, payload);
-          // Outputs are built while the DMA runs.
-          for (let m = 0; m < members.length; m++) {
-            output(h2d[members[m]], target, storage, offsets[m]);
-          }
-          stats.packedTensors += members.length;
-          stats.chunks++;
-          stats.copies++;
-        }
-      }
-      for (let k = 0; k < h2d.length; k++) {
-        if (packed[k]) continue;
-        const i = h2d[k];
-        const bytes = sizes[i];
-        const block = pool.acquire(bytes);
-        output(i, target, new Storage(pool, block, 1), 0);
-        if (bytes === 0) continue;
-        const leaf = leaves[i];
-        stats.copies++;
-        if (leaf instanceof Tensor && leaf.pinned) {
-          copyAsync(target, block.address, sourceAddress(i), bytes, 0);
-        } else if (!options.usePinnedStaging) {
-          copyFromBuffer(target, block.address, hostBytes(leaf), 0, bytes);
-        } else if (options.useBackgroundThread && bytes >= WORKER_MIN_BYTES) {
-          splitIntoPieces(target, block.address, addressOf(hostBytes(leaf)), bytes, pieces ??= []);
-        } else {
-          const src = hostBytes(leaf);
-          const stage = pinnedPool.acquire(bytes);
-          staging.push(stage);
-          pinnedView(stage, src.constructor as never).set(src as never, 0);
-          copyAsync(target, block.address, stage.address, bytes, 0);
-        }
+    // Inputs backed by pooled memory stay held until the copy settles.
+    for (const leaf of leaves) {
+      const storage = leaf instanceof Tensor ? tensorStorage(leaf) : undefined;
+      if (storage) {
+        storage.retain();
+        retained.push(storage);
       }
     }
-
-    for (const i of peer) {
+    if (table.h2d.length > 0) {
+      pieces = hostToDevice(table, options, stats, staging);
+      devices.add(target);
+    }
+    for (const i of table.peer) {
       devices.add(target);
       devices.add(sources[i]);
       const pool = devicePool(target);
-      const block = pool.acquire(sizes[i]);
-      output(i, target, new Storage(pool, block, 1), 0);
+      bindTensor(outputs[i], new Storage(pool, pool.acquire(sizes[i]), 1), 0);
       const fenceA = acquireEvent();
       const fenceB = acquireEvent();
       fences.push(fenceA, fenceB);
-      copyPeer(target, block.address, sources[i], sourceAddress(i), sizes[i], fenceA, fenceB);
+      copyPeer(
+        target,
+        tensorAddress(outputs[i]),
+        sources[i],
+        tensorAddress(leaves[i] as Tensor),
+        sizes[i],
+        fenceA,
+        fenceB,
+      );
       stats.copies++;
     }
-
-    for (const [source, list] of d2h) {
-      devices.add(source);
-      const packed = new Uint8Array(list.length);
-      if (options.packCpuTensors) {
-        const listSizes = list.map((i) => sizes[i]);
-        const elementSizes = list.map((i) => DTYPE_SIZE[dtypes[i]]);
-        const chunkBlocks: Block[] = [];
-        const chunks = planPacking(
-          listSizes,
-          elementSizes,
-          packCandidates(listSizes, options),
-          options,
-          (_, capacity) => {
-            const block = pinnedPool.acquire(capacity);
-            chunkBlocks.push(block);
-            return block.address;
-          },
-        );
-        const scratchPool = devicePool(source);
-        for (let c = 0; c < chunks.length; c++) {
-          const { members, offsets, base, start, end } = chunks[c];
-          const payload = end - start;
-          const storage = new Storage(pinnedPool, chunkBlocks[c], members.length);
-          const tableBlock = pinnedPool.acquire(members.length * 24);
-          staging.push(tableBlock);
-          const table = pinnedView(tableBlock, Float64Array);
-          for (let m = 0; m < members.length; m++) {
-            const i = list[members[m]];
-            packed[members[m]] = 1;
-            table[3 * m] = sourceAddress(i);
-            table[3 * m + 1] = offsets[m] - start;
-            table[3 * m + 2] = sizes[i];
-            output(i, CPU, storage, offsets[m]);
-          }
-          const scratch = scratchPool.acquire(payload);
-          gather(
-            source,
-            tableBlock.address,
-            members.length,
-            scratch.address,
-            base + start,
-            payload,
-            0,
-          );
-          // Later users of the scratch block queue on the same stream.
-          scratchPool.release(scratch);
-          stats.packedTensors += members.length;
-          stats.chunks++;
-          stats.copies++;
-        }
+    if (table.d2h.length > 0) {
+      const bySource = new Map<number, number[]>();
+      for (const i of table.d2h) {
+        let list = bySource.get(sources[i]);
+        if (!list) bySource.set(sources[i], list = []);
+        list.push(i);
       }
-      for (let k = 0; k < list.length; k++) {
-        if (packed[k]) continue;
-        const i = list[k];
-        const block = pinnedPool.acquire(sizes[i]);
-        output(i, CPU, new Storage(pinnedPool, block, 1), 0);
-        if (sizes[i] > 0) {
-          copyAsync(source, block.address, sourceAddress(i), sizes[i], 0);
-          stats.copies++;
-        }
+      for (const [source, list] of bySource) {
+        devices.add(source);
+        deviceToHost(table, source, list, options, stats, staging);
+        const event = acquireEvent();
+        events.push(event);
+        eventRecord(source, event);
       }
-      if (!options.usePinnedStaging) toUnpin.push(...list);
-      const event = acquireEvent();
-      events.push(event);
-      eventRecord(source, event);
     }
 
     let submitted: Promise<void> | undefined;
-    if (devices.has(target) && target !== CPU) {
+    if (devices.has(target)) {
       const event = acquireEvent();
       events.push(event);
       if (pieces) {
@@ -385,42 +299,170 @@ function submit(
       events,
       submitted,
       stats,
-      complete(): unknown[] {
+      complete(): void {
         release();
-        for (const i of toUnpin) {
+        if (!options.usePinnedStaging) {
           // Without pinned staging, CUDA→CPU outputs live in ordinary memory.
-          const pinned = outputs[i] as Tensor;
-          const copy = pinned.toTypedArray().slice();
-          outputs[i] = createTensor({
-            dtype: pinned.dtype,
-            shape: pinned.shape,
-            device: CPU,
-            byteLength: pinned.byteLength,
-            data: copy,
-          });
-          pinned.dispose();
+          for (const i of table.d2h) {
+            rebindTensor(outputs[i], outputs[i].toTypedArray().slice());
+          }
         }
-        return outputs;
       },
-      abort(): void {
-        drain(devices);
-        for (const event of events) releaseEvent(event);
-        for (const tensor of created) tensor.dispose();
-        release();
-      },
+      abort,
     };
   } catch (error) {
-    drain(devices);
-    for (const event of events) releaseEvent(event);
-    for (const tensor of created) tensor.dispose();
-    release();
+    abort();
     return {
       events: [],
       submitted: Promise.reject(error),
       stats,
-      complete: () => outputs,
+      complete(): void {},
       abort(): void {},
     };
+  }
+}
+
+/**
+ * Queues every CPU→CUDA leaf: packed chunks first (one DMA each), then the
+ * rest one by one. Returns the pieces left for the staging Workers, if any.
+ */
+function hostToDevice(
+  table: LeafTable,
+  options: ResolvedOptions,
+  stats: CopyStats,
+  staging: Block[],
+): StagingPiece[] | undefined {
+  const { target, leaves, outputs, sizes, h2d } = table;
+  const pool = devicePool(target);
+  const packed = new Uint8Array(h2d.length);
+  if (options.packCpuTensors) {
+    const h2dSizes = pick(sizes, h2d);
+    const chunkBlocks: Block[] = [];
+    const chunks = planPacking(
+      h2dSizes,
+      pick(table.elementSizes, h2d),
+      packCandidates(h2dSizes, options),
+      options,
+      (_, capacity) => {
+        const block = pool.acquire(capacity);
+        chunkBlocks.push(block);
+        return block.address;
+      },
+    );
+    for (let c = 0; c < chunks.length; c++) {
+      const { members, offsets, base, start, end } = chunks[c];
+      const payload = end - start;
+      const storage = new Storage(pool, chunkBlocks[c], members.length);
+      for (let m = 0; m < members.length; m++) {
+        bindTensor(outputs[h2d[members[m]]], storage, offsets[m]);
+      }
+      const stage = options.usePinnedStaging ? pinnedPool.acquire(payload) : undefined;
+      if (stage) staging.push(stage);
+      for (let m = 0; m < members.length; m++) {
+        const k = members[m];
+        packed[k] = 1;
+        const src = hostBytes(leaves[h2d[k]]);
+        const cls = src.constructor as TypedArrayConstructor;
+        const view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
+        view.set(src as never, (offsets[m] - start) / cls.BYTES_PER_ELEMENT);
+      }
+      if (stage) copyAsync(target, base + start, stage.address, payload, 0);
+      else copyFromBuffer(target, base + start, new Uint8Array(pageableScratch), 0, payload);
+      stats.packedTensors += members.length;
+      stats.chunks++;
+      stats.copies++;
+    }
+  }
+  let pieces: StagingPiece[] | undefined;
+  for (let k = 0; k < h2d.length; k++) {
+    if (packed[k]) continue;
+    const i = h2d[k];
+    const bytes = sizes[i];
+    const block = pool.acquire(bytes);
+    bindTensor(outputs[i], new Storage(pool, block, 1), 0);
+    if (bytes === 0) continue;
+    const leaf = leaves[i];
+    stats.copies++;
+    if (leaf instanceof Tensor && leaf.pinned) {
+      copyAsync(target, block.address, tensorAddress(leaf), bytes, 0);
+    } else if (!options.usePinnedStaging) {
+      copyFromBuffer(target, block.address, hostBytes(leaf), 0, bytes);
+    } else if (options.useBackgroundThread && bytes >= WORKER_MIN_BYTES) {
+      splitIntoPieces(target, block.address, addressOf(hostBytes(leaf)), bytes, pieces ??= []);
+    } else {
+      const src = hostBytes(leaf);
+      const stage = pinnedPool.acquire(bytes);
+      staging.push(stage);
+      pinnedView(stage, src.constructor as TypedArrayConstructor).set(src as never, 0);
+      copyAsync(target, block.address, stage.address, bytes, 0);
+    }
+  }
+  return pieces;
+}
+
+/**
+ * Queues the CUDA→CPU leaves of one source device: small ones are gathered
+ * on the device into one packed buffer per chunk (one kernel) and sent with
+ * one DMA into a pinned chunk; the rest one by one into pinned blocks.
+ */
+function deviceToHost(
+  table: LeafTable,
+  source: number,
+  list: number[],
+  options: ResolvedOptions,
+  stats: CopyStats,
+  staging: Block[],
+): void {
+  const { leaves, outputs, sizes } = table;
+  const packed = new Uint8Array(list.length);
+  if (options.packCpuTensors) {
+    const listSizes = pick(sizes, list);
+    const chunkBlocks: Block[] = [];
+    const chunks = planPacking(
+      listSizes,
+      pick(table.elementSizes, list),
+      packCandidates(listSizes, options),
+      options,
+      (_, capacity) => {
+        const block = pinnedPool.acquire(capacity);
+        chunkBlocks.push(block);
+        return block.address;
+      },
+    );
+    const scratchPool = devicePool(source);
+    for (let c = 0; c < chunks.length; c++) {
+      const { members, offsets, base, start, end } = chunks[c];
+      const payload = end - start;
+      const storage = new Storage(pinnedPool, chunkBlocks[c], members.length);
+      const tableBlock = pinnedPool.acquire(members.length * 24);
+      staging.push(tableBlock);
+      const entries = pinnedView(tableBlock, Float64Array);
+      for (let m = 0; m < members.length; m++) {
+        const i = list[members[m]];
+        packed[members[m]] = 1;
+        entries[3 * m] = tensorAddress(leaves[i] as Tensor);
+        entries[3 * m + 1] = offsets[m] - start;
+        entries[3 * m + 2] = sizes[i];
+        bindTensor(outputs[i], storage, offsets[m]);
+      }
+      const scratch = scratchPool.acquire(payload);
+      gather(source, tableBlock.address, members.length, scratch.address, base + start, payload, 0);
+      // Later users of the scratch block queue on the same stream.
+      scratchPool.release(scratch);
+      stats.packedTensors += members.length;
+      stats.chunks++;
+      stats.copies++;
+    }
+  }
+  for (let k = 0; k < list.length; k++) {
+    if (packed[k]) continue;
+    const i = list[k];
+    const block = pinnedPool.acquire(sizes[i]);
+    bindTensor(outputs[i], new Storage(pinnedPool, block, 1), 0);
+    if (sizes[i] > 0) {
+      copyAsync(source, block.address, tensorAddress(leaves[i] as Tensor), sizes[i], 0);
+      stats.copies++;
+    }
   }
 }
 

@@ -22,24 +22,18 @@ import {
 import { pinnedBuffer } from "./pinned_memory.ts";
 import type { Storage } from "./storage.ts";
 
-/** What the library knows of a tensor when it creates one. */
-export interface TensorInit {
-  dtype: DType;
-  shape: readonly number[];
-  device: DeviceIndex;
-  byteLength: number;
-  /** Host data (CPU tensors not backed by a storage). */
-  data?: TypedArray;
-  /** Pooled memory backing the tensor (pinned host or device). */
-  storage?: Storage;
-  /** Byte offset of the tensor in `storage`. */
-  offset?: number;
-}
-
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];
 
-let create: (init: TensorInit) => Tensor;
+let create: (
+  dtype: DType,
+  shape: readonly number[],
+  device: DeviceIndex,
+  byteLength: number,
+  data: TypedArray | undefined,
+) => Tensor;
+let bind: (tensor: Tensor, storage: Storage, offset: number) => void;
+let rebind: (tensor: Tensor, data: TypedArray) => void;
 let deviceOf: (tensor: Tensor) => DeviceIndex;
 let storageOf: (tensor: Tensor) => Storage | undefined;
 let offsetOf: (tensor: Tensor) => number;
@@ -68,22 +62,37 @@ export class Tensor {
   readonly #deviceIndex: DeviceIndex;
   #data: TypedArray | undefined;
   #storage: Storage | undefined;
-  readonly #offset: number;
+  #offset = 0;
   #disposed = false;
 
-  private constructor(init: TensorInit) {
-    this.dtype = init.dtype;
-    this.shape = init.shape;
-    this.#deviceIndex = init.device;
-    this.device = DEVICE_NAMES[init.device + 1] ??= deviceName(init.device);
-    this.byteLength = init.byteLength;
-    this.#data = init.data;
-    this.#storage = init.storage;
-    this.#offset = init.offset ?? 0;
+  private constructor(
+    dtype: DType,
+    shape: readonly number[],
+    device: DeviceIndex,
+    byteLength: number,
+    data: TypedArray | undefined,
+  ) {
+    this.dtype = dtype;
+    this.shape = shape;
+    this.#deviceIndex = device;
+    this.device = DEVICE_NAMES[device + 1] ??= deviceName(device);
+    this.byteLength = byteLength;
+    this.#data = data;
   }
 
   static {
-    create = (init) => new Tensor(init);
+    create = (dtype, shape, device, byteLength, data) =>
+      new Tensor(dtype, shape, device, byteLength, data);
+    bind = (tensor, storage, offset) => {
+      tensor.#storage = storage;
+      tensor.#offset = offset;
+    };
+    rebind = (tensor, data) => {
+      tensor.#storage?.release();
+      tensor.#storage = undefined;
+      tensor.#offset = 0;
+      tensor.#data = data;
+    };
     deviceOf = (tensor) => tensor.#deviceIndex;
     storageOf = (tensor) => tensor.#storage;
     offsetOf = (tensor) => tensor.#offset;
@@ -144,13 +153,7 @@ export class Tensor {
         `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
       );
     }
-    return create({
-      dtype: type,
-      shape: dims,
-      device: CPU,
-      byteLength: data.byteLength,
-      data,
-    });
+    return create(type, dims, CPU, data.byteLength, data);
   }
 
   /** Number of elements. */
@@ -231,9 +234,29 @@ export class Tensor {
   }
 }
 
-/** Creates a tensor (library-internal). */
-export function createTensor(init: TensorInit): Tensor {
-  return create(init);
+/**
+ * Creates a tensor (library-internal). A tensor for a device copy is created
+ * unbound and bound to its memory with {@linkcode bindTensor} once that
+ * memory is planned.
+ */
+export function createTensor(
+  dtype: DType,
+  shape: readonly number[],
+  device: DeviceIndex,
+  byteLength: number,
+  data?: TypedArray,
+): Tensor {
+  return create(dtype, shape, device, byteLength, data);
+}
+
+/** Points a tensor at `offset` in `storage`, whose hold it takes over. */
+export function bindTensor(tensor: Tensor, storage: Storage, offset: number): void {
+  bind(tensor, storage, offset);
+}
+
+/** Moves a tensor to host data it owns, releasing its storage (library-internal). */
+export function rebindTensor(tensor: Tensor, data: TypedArray): void {
+  rebind(tensor, data);
 }
 
 /** The device index of a tensor (library-internal). */

@@ -1,7 +1,7 @@
 /**
- * One walk over the input structure: collects the tensor leaves in order
- * and builds the output containers at the same time, so that the result is
- * assembled later by filling leaf slots (the input is not walked again).
+ * One walk over the input structure: builds the output containers and puts
+ * in each leaf's place what a callback makes of it, so neither the input nor
+ * the output is walked again.
  *
  * Containers are `Array`, plain objects (prototype `Object.prototype` or
  * `null`; own enumerable string keys) and `Map`. Tensor leaves are
@@ -20,21 +20,11 @@ export type Leaf = TypedArray | Tensor;
 /** Containers nested deeper than this are rejected (no stack overflow). */
 export const MAX_DEPTH = 2048;
 
-/** What a walk found. */
-export interface Walk {
-  /** Tensor leaves in depth-first order. */
-  readonly leaves: Leaf[];
-  /** Fills the output containers with `outputs[i]` for leaf i; returns the result root. */
-  build(outputs: readonly unknown[]): unknown;
-}
-
 /** Whether `value` is a plain object (prototype Object.prototype or null). */
 export function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
 }
-
-const LEAF = Symbol("leaf");
 
 /** A rejection found during the walk; the path is filled in while unwinding. */
 class WalkError {
@@ -55,31 +45,26 @@ function formatPath(path: readonly (string | number)[]): string {
 }
 
 /**
- * Walks `root`.
+ * Walks `root` depth-first, calling `mapLeaf` for each tensor leaf in order
+ * and putting its return value where the leaf was.
  *
+ * @returns the output root: new containers, leaves mapped, the rest as is
  * @throws {TypeError} for a cyclic structure, a leaf over a detached buffer
  * @throws {Error} for a disposed tensor
  * @throws {RangeError} for nesting deeper than {@linkcode MAX_DEPTH}
  */
-export function walk(root: unknown): Walk {
-  const leaves: Leaf[] = [];
-  // Slot i: where the output of leaf i goes (container and key).
-  const parents: unknown[] = [];
-  const keys: unknown[] = [];
+export function walk(root: unknown, mapLeaf: (leaf: Leaf) => unknown): unknown {
   // The containers on the current path: cycles are found by scanning it,
   // which beats a Set for the shallow trees of real batches.
   const ancestors: object[] = [];
 
-  const visit = (value: unknown, parent: unknown, key: unknown, depth: number): unknown => {
+  const visit = (value: unknown, depth: number): unknown => {
     if (typeof value !== "object" || value === null) return value;
     if (value instanceof Tensor) {
       if (value.disposed) {
         throw new WalkError((path) => new Error(`Cannot copy a disposed tensor at ${path}`));
       }
-      leaves.push(value);
-      parents.push(parent);
-      keys.push(key);
-      return LEAF;
+      return mapLeaf(value);
     }
     if (isTypedArray(value)) {
       if (isDetached(value)) {
@@ -87,10 +72,7 @@ export function walk(root: unknown): Walk {
           new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`)
         );
       }
-      leaves.push(value);
-      parents.push(parent);
-      keys.push(key);
-      return LEAF;
+      return mapLeaf(value);
     }
     const isArray = Array.isArray(value);
     const isMap = !isArray && value instanceof Map;
@@ -115,7 +97,7 @@ export function walk(root: unknown): Walk {
         const output = new Array(input.length);
         for (let i = 0; i < input.length; i++) {
           current = i;
-          output[i] = visit(input[i], output, i, depth + 1);
+          output[i] = visit(input[i], depth + 1);
         }
         return output;
       }
@@ -123,14 +105,13 @@ export function walk(root: unknown): Walk {
         const output = new Map<unknown, unknown>();
         for (const [k, v] of value as Map<unknown, unknown>) {
           current = String(k);
-          output.set(k, visit(v, output, k, depth + 1));
+          output.set(k, visit(v, depth + 1));
         }
         return output;
       }
       const input = value as Record<string, unknown>;
       // A spread copies the own enumerable keys in order with one fast
-      // clone; only values that change (nested containers) are stored again.
-      // Leaves keep their input value until build() replaces them.
+      // clone; only values that change are stored again.
       const output: Record<string, unknown> = Object.getPrototypeOf(input) === null
         ? Object.assign(Object.create(null), input)
         : { ...input };
@@ -139,8 +120,8 @@ export function walk(root: unknown): Walk {
         const k = names[i];
         current = k;
         const child = input[k];
-        const result = visit(child, output, k, depth + 1);
-        if (result !== child && result !== LEAF) output[k] = result;
+        const result = visit(child, depth + 1);
+        if (result !== child) output[k] = result;
       }
       return output;
     } catch (error) {
@@ -149,24 +130,17 @@ export function walk(root: unknown): Walk {
     }
   };
 
-  let rootOut: unknown;
   try {
-    rootOut = visit(root, undefined, undefined, 0);
+    return visit(root, 0);
   } catch (error) {
     if (error instanceof WalkError) throw error.make(formatPath(error.path));
     throw error;
   }
+}
 
-  return {
-    leaves,
-    build(outputs: readonly unknown[]): unknown {
-      if (rootOut === LEAF) return outputs[0];
-      for (let i = 0; i < outputs.length; i++) {
-        const parent = parents[i];
-        if (parent instanceof Map) parent.set(keys[i], outputs[i]);
-        else (parent as Record<string | number, unknown>)[keys[i] as string] = outputs[i];
-      }
-      return rootOut;
-    },
-  };
+/** The tensor leaves of `root` in walk order (validated as by {@linkcode walk}). */
+export function collectLeaves(root: unknown): Leaf[] {
+  const leaves: Leaf[] = [];
+  walk(root, (leaf) => leaves.push(leaf));
+  return leaves;
 }

@@ -1,19 +1,18 @@
 import assert from "node:assert/strict";
-import { MAX_DEPTH, walk } from "../src/traverse.ts";
+import { collectLeaves, MAX_DEPTH, walk } from "../src/traverse.ts";
 import { Tensor } from "../src/tensor.ts";
 
 Deno.test("walk() collects TypedArray and Tensor leaves depth-first", () => {
   const a = new Float32Array(1);
   const b = Tensor.from(new Int32Array(2));
   const c = new Uint8Array(3);
-  const { leaves } = walk({ x: [a, { y: b }], z: new Map([["k", c]]) });
-  assert.deepEqual(leaves, [a, b, c]);
+  assert.deepEqual(collectLeaves({ x: [a, { y: b }], z: new Map([["k", c]]) }), [a, b, c]);
 });
 
-Deno.test("walk().build() rebuilds arrays, objects and Maps with the same keys in order", () => {
+Deno.test("walk() rebuilds arrays, objects and Maps with the same keys in order", () => {
   const input = { b: [new Float32Array(1), "s"], a: new Map([[1, new Int8Array(1)]]), n: null };
-  const { leaves, build } = walk(input);
-  const result = build(leaves.map((_, i) => `out${i}`)) as typeof input;
+  let count = 0;
+  const result = walk(input, () => `out${count++}`) as typeof input;
   assert.deepEqual(Object.keys(result), ["b", "a", "n"]);
   assert.deepEqual(result.b, ["out0", "s"]);
   assert.deepEqual([...(result.a as Map<number, unknown>)], [[1, "out1"]]);
@@ -29,42 +28,43 @@ Deno.test("walk() passes every other value through by reference", () => {
   const box = new Box();
   const view = new DataView(new ArrayBuffer(4));
   const input = [date, box, view, new ArrayBuffer(2), 3, "x", undefined];
-  const { leaves, build } = walk(input);
-  assert.equal(leaves.length, 0);
-  const result = build([]) as unknown[];
+  const result = walk(input, () => assert.fail("no leaf here")) as unknown[];
   input.forEach((value, i) => assert.equal(result[i], value));
 });
 
 Deno.test("walk() keeps null-prototype objects null-prototype", () => {
   const input = Object.assign(Object.create(null), { a: new Float32Array(1) });
-  const result = walk(input).build([1]) as Record<string, unknown>;
+  const result = walk(input, () => 1) as Record<string, unknown>;
   assert.equal(Object.getPrototypeOf(result), null);
   assert.equal(result.a, 1);
 });
 
-Deno.test("walk() of a root leaf builds the leaf's output", () => {
-  assert.equal(walk(new Float32Array(2)).build(["t"]), "t");
-  assert.equal(walk("plain").build([]), "plain");
+Deno.test("walk() of a root leaf returns the leaf's mapping", () => {
+  assert.equal(walk(new Float32Array(2), () => "t"), "t");
+  assert.equal(walk("plain", () => "t"), "plain");
 });
 
 Deno.test("walk() copies a shared subtree twice (no cycle)", () => {
   const shared = [new Float32Array(1)];
-  assert.equal(walk({ a: shared, b: shared }).leaves.length, 2);
+  assert.equal(collectLeaves({ a: shared, b: shared }).length, 2);
 });
 
 Deno.test("walk() throws TypeError naming the path of a cycle", () => {
   const a: Record<string, unknown> = { list: [] };
   (a.list as unknown[]).push({ back: a });
-  assert.throws(() => walk(a), { name: "TypeError", message: /cyclic.*\$\.list\[0\]\.back/ });
+  assert.throws(() => collectLeaves(a), {
+    name: "TypeError",
+    message: /cyclic.*\$\.list\[0\]\.back/,
+  });
   const m = new Map<string, unknown>();
   m.set("self", m);
-  assert.throws(() => walk(m), TypeError);
+  assert.throws(() => collectLeaves(m), TypeError);
 });
 
 Deno.test("walk() throws TypeError for a leaf over a detached buffer", () => {
   const data = new Float32Array(4);
   data.buffer.transfer();
-  assert.throws(() => walk({ x: [data] }), {
+  assert.throws(() => collectLeaves({ x: [data] }), {
     name: "TypeError",
     message: "Cannot copy a detached ArrayBuffer at $.x[0]",
   });
@@ -73,11 +73,11 @@ Deno.test("walk() throws TypeError for a leaf over a detached buffer", () => {
 Deno.test("walk() throws Error for a disposed tensor", () => {
   const tensor = Tensor.from(new Float32Array(1));
   tensor.dispose();
-  assert.throws(() => walk([tensor]), { message: /disposed/ });
+  assert.throws(() => collectLeaves([tensor]), { message: /disposed/ });
 });
 
 Deno.test("walk() throws RangeError past the depth limit instead of overflowing", () => {
   let deep: unknown = new Float32Array(1);
   for (let i = 0; i < MAX_DEPTH + 5; i++) deep = [deep];
-  assert.throws(() => walk(deep), { name: "RangeError", message: /deeper than/ });
+  assert.throws(() => collectLeaves(deep), { name: "RangeError", message: /deeper than/ });
 });
