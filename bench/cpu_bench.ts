@@ -11,13 +11,14 @@
 import { startCopy, type Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { packCandidates, planPacking } from "../src/pack_plan.ts";
+import { DTYPE_SIZE } from "../src/dtype.ts";
 import { collectLeaves, walk } from "../src/traverse.ts";
 
 const batch = createBatchMetaData(16);
 const leaves = collectLeaves(batch) as Tensor[];
 const arrays: TypedArray[] = leaves.map((t) => t.toTypedArray());
 const sizes = leaves.map((t) => t.byteLength);
-const elementSizes = leaves.map((t) => t.byteLength / Math.max(t.numel, 1));
+const elementSizes = leaves.map((t) => DTYPE_SIZE[t.dtype]);
 const options = { minPackedAlignmentBytes: 16, maxPackedChunkBytes: 32 * 1024 * 1024 };
 
 Deno.bench({

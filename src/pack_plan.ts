@@ -74,6 +74,9 @@ export function packCandidates(
  * bytes it may need (payload plus room to align its first member); returns
  * the chunk's base address
  */
+// A multiple of every power-of-two alignment up to 2^20.
+const BASE_MODULUS = 1 << 20;
+
 export function planPacking(
   bytes: ArrayLike<number>,
   elementSizes: ArrayLike<number>,
@@ -86,7 +89,7 @@ export function planPacking(
   const min = options.minPackedAlignmentBytes;
   // Element sizes are 1, 2, 4 or 8: compute each alignment once.
   const alignOfSize = [0, 0, 0, 0, 0, 0, 0, 0, 0];
-  const align = new Array<number>(n);
+  const align: number[] = [];
   const distinct: number[] = [];
   for (let k = 0; k < n; k++) {
     const size = elementSizes[candidates[k]];
@@ -95,32 +98,32 @@ export function planPacking(
       a = alignOfSize[size] = effectiveAlignment(min, size);
       if (!distinct.includes(a)) distinct.push(a);
     }
-    align[k] = a;
+    align.push(a);
   }
   // Buckets of decreasing alignment, input order inside each. There are
   // only a few distinct alignments (one per element size), so one pass per
   // bucket beats a comparison sort of all candidates.
   distinct.sort((a, b) => b - a);
-  const order = new Array<number>(n);
-  let filled = 0;
+  let reducible = true;
+  for (const a of distinct) if (BASE_MODULUS % a !== 0) reducible = false;
+  const order: number[] = [];
   for (const bucket of distinct) {
-    for (let k = 0; k < n; k++) if (align[k] === bucket) order[filled++] = k;
+    for (let k = 0; k < n; k++) if (align[k] === bucket) order.push(k);
   }
 
-  // Upper bound of the bytes still to place from position p, for capacities.
-  const remaining = new Array<number>(n + 1);
-  remaining[n] = 0;
-  for (let p = n - 1; p >= 0; p--) {
-    const k = order[p];
-    remaining[p] = remaining[p + 1] + bytes[candidates[k]] + align[k] - 1;
-  }
+  // Upper bound of the bytes still to place, for chunk capacities.
+  let remaining = 0;
+  for (let k = 0; k < n; k++) remaining += bytes[candidates[k]] + align[k] - 1;
 
   const chunks: ChunkPlan[] = [];
   let p = 0;
   while (p < n) {
     const firstAlign = align[order[p]];
-    const capacity = Math.min(options.maxPackedChunkBytes, remaining[p]) + firstAlign;
+    const capacity = Math.min(options.maxPackedChunkBytes, remaining) + firstAlign;
     const base = openChunk(chunks.length, capacity);
+    // Reducing the (large, non-Smi) base address once keeps the loop in
+    // integer math; valid when every alignment divides the modulus.
+    const baseMod = reducible ? (base % BASE_MODULUS) | 0 : base;
     const members: number[] = [];
     const offsets: number[] = [];
     let start = -1;
@@ -131,13 +134,14 @@ export function planPacking(
       const a = align[k];
       // Offset whose absolute address base + offset is a multiple of a.
       const from = start < 0 ? 0 : end;
-      const misalignment = (base + from) % a;
+      const misalignment = (baseMod + from) % a;
       const offset = misalignment === 0 ? from : from + a - misalignment;
       if (start >= 0 && offset + size - start > options.maxPackedChunkBytes) break;
       if (start < 0) start = offset;
       members.push(candidates[k]);
       offsets.push(offset);
       end = offset + size;
+      remaining -= size + a - 1;
     }
     chunks.push({ members, offsets, base, start, end });
   }
