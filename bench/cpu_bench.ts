@@ -33,7 +33,7 @@ Deno.bench({
   name: "walk(): collect 528 leaves, build containers",
   group: "traverse",
   fn: () => {
-    walk(batch, (leaf) => leaf);
+    walk(batch, { add: (leaf) => leaf });
   },
 });
 

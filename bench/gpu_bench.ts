@@ -167,7 +167,7 @@ const large8m = Array.from({ length: 32 }, (_, i) => new Float32Array(2 * 1024 *
   const phases = { walk: [] as number[], submit: [] as number[], complete: [] as number[] };
   for (let i = 0; i < SMALL_ITERATIONS + 100; i++) {
     const t0 = performance.now();
-    walk(ref16, (leaf) => leaf);
+    walk(ref16, { add: (leaf) => leaf });
     const t1 = performance.now();
     const handle = startCopy(ref16, "cuda:0");
     const t2 = performance.now();

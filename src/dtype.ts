@@ -61,6 +61,13 @@ export const DTYPE_SIZE: Readonly<Record<DType, number>> = {
   bool: 1,
 };
 
+const SIZE_OF = new Map<string, number>(Object.entries(DTYPE_SIZE));
+
+/** Bytes per element of `dtype` (a Map lookup: faster than a keyed object load). */
+export function elementSizeOf(dtype: DType): number {
+  return SIZE_OF.get(dtype)!;
+}
+
 const ARRAY_CLASS: Readonly<Record<DType, TypedArrayConstructor>> = {
   float16: Float16ArrayClass ?? Uint16Array,
   bfloat16: Uint16Array,

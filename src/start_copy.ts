@@ -17,20 +17,20 @@ import {
   gather,
   streamSynchronize,
 } from "../ffi/native.ts";
-import type { Block } from "./block_pool.ts";
+import type { Block, BlockPool } from "./block_pool.ts";
 import { AsyncCopyHandle, type CopyJob, type CopyStats, reapFinished } from "./copy_handle.ts";
 import { CPU, parseDevice } from "./device.ts";
 import { devicePool } from "./device_memory.ts";
 import {
   type DType,
-  DTYPE_SIZE,
   dtypeOfArray,
+  elementSizeOf,
   type TypedArray,
   type TypedArrayConstructor,
 } from "./dtype.ts";
 import { acquireEvent, releaseEvent } from "./event_pool.ts";
 import { type ResolvedOptions, resolveOptions, type StartCopyOptions } from "./options.ts";
-import { packCandidates, planPacking } from "./pack_plan.ts";
+import { type ChunkPlan, packCandidates, planPacking, SequentialPacker } from "./pack_plan.ts";
 import { pinnedPool, pinnedView } from "./pinned_memory.ts";
 import { Storage } from "./storage.ts";
 import {
@@ -43,7 +43,7 @@ import {
   tensorDevice,
   tensorStorage,
 } from "./tensor.ts";
-import { type Leaf, walk } from "./traverse.ts";
+import { type Leaf, type LeafSink, walk } from "./traverse.ts";
 import { splitIntoPieces, stageOnWorkers, type StagingPiece } from "./worker_pool.ts";
 import { addressOf } from "../ffi/native.ts";
 
@@ -105,8 +105,8 @@ export function startCopy<T>(
 ): AsyncCopyHandle<CopyResult<T>> {
   const resolved = resolveOptions(options);
   const target = parseDevice(device);
-  const leaves = new LeafTable(target);
-  const result = walk(data, (leaf) => leaves.add(leaf)) as CopyResult<T>;
+  const leaves = new LeafTable(target, resolved);
+  const result = walk(data, leaves) as CopyResult<T>;
   reapFinished();
   const job = submit(leaves, resolved);
   return new AsyncCopyHandle<CopyResult<T>>({
@@ -123,7 +123,7 @@ export function startCopy<T>(
  * Outputs are created during the walk, unbound, and bound to their memory
  * once it is planned, so the result structure is final from the start.
  */
-class LeafTable {
+class LeafTable implements LeafSink {
   readonly target: number;
   /** Leaves found, including those that need no copy. */
   tensors = 0;
@@ -131,16 +131,20 @@ class LeafTable {
   bytes = 0;
   readonly leaves: Leaf[] = [];
   readonly outputs: Tensor[] = [];
-  readonly sizes: number[] = [];
-  readonly elementSizes: number[] = [];
   readonly sources: number[] = [];
   /** Indices of CPU→CUDA, CUDA→other CUDA, and CUDA→CPU leaves. */
   readonly h2d: number[] = [];
   readonly peer: number[] = [];
   readonly d2h: number[] = [];
+  /**
+   * The packing plan of the CPU→CUDA leaves, or of the CUDA→CPU leaves when
+   * they all come from one device, built during the walk when it can be.
+   */
+  readonly packer: SequentialPacker | undefined;
 
-  constructor(target: number) {
+  constructor(target: number, options: ResolvedOptions) {
     this.target = target;
+    if (options.packCpuTensors) this.packer = new SequentialPacker(options);
   }
 
   /** Records a leaf; returns what stands in its place in the result. */
@@ -173,12 +177,20 @@ class LeafTable {
     const output = createTensor(dtype, shape, this.target, byteLength);
     this.leaves.push(leaf);
     this.outputs.push(output);
-    this.sizes.push(byteLength);
-    this.elementSizes.push(DTYPE_SIZE[dtype]);
     this.sources.push(source);
-    if (this.target === CPU) this.d2h.push(index);
-    else if (source === CPU) this.h2d.push(index);
-    else this.peer.push(index);
+    if (this.target === CPU) {
+      const d2h = this.d2h;
+      if (this.packer && d2h.length > 0 && this.sources[d2h[0]] !== source) {
+        this.packer.valid = false;
+      }
+      this.packer?.add(d2h.length, byteLength);
+      d2h.push(index);
+    } else if (source === CPU) {
+      this.packer?.add(this.h2d.length, byteLength);
+      this.h2d.push(index);
+    } else {
+      this.peer.push(index);
+    }
     return output;
   }
 }
@@ -201,13 +213,20 @@ function pageableView(bytes: number, cls: TypedArrayConstructor): TypedArray {
   return view;
 }
 
-/** `values[i]` for each i of `indices` (the array itself when they are all). */
-function pick(values: number[], indices: number[]): number[] {
-  return indices.length === values.length ? values : indices.map((i) => values[i]);
+/** Payload and element sizes of the outputs at `indices`, for planning. */
+function sizesOf(outputs: Tensor[], indices: number[]): { bytes: number[]; elements: number[] } {
+  const bytes: number[] = [];
+  const elements: number[] = [];
+  for (let k = 0; k < indices.length; k++) {
+    const output = outputs[indices[k]];
+    bytes.push(output.byteLength);
+    elements.push(elementSizeOf(output.dtype));
+  }
+  return { bytes, elements };
 }
 
 function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
-  const { target, leaves, outputs, sizes, sources } = table;
+  const { target, leaves, outputs, sources } = table;
   const stats: CopyStats = {
     tensors: table.tensors,
     bytes: table.bytes,
@@ -253,7 +272,8 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
       devices.add(target);
       devices.add(sources[i]);
       const pool = devicePool(target);
-      bindTensor(outputs[i], new Storage(pool, pool.acquire(sizes[i]), 1), 0);
+      const bytes = outputs[i].byteLength;
+      bindTensor(outputs[i], new Storage(pool, pool.acquire(bytes), 1), 0);
       const fenceA = acquireEvent();
       const fenceB = acquireEvent();
       fences.push(fenceA, fenceB);
@@ -262,7 +282,7 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
         tensorAddress(outputs[i]),
         sources[i],
         tensorAddress(leaves[i] as Tensor),
-        sizes[i],
+        bytes,
         fenceA,
         fenceB,
       );
@@ -332,23 +352,26 @@ function hostToDevice(
   stats: CopyStats,
   staging: Block[],
 ): StagingPiece[] | undefined {
-  const { target, leaves, outputs, sizes, h2d } = table;
+  const { target, leaves, outputs, h2d } = table;
   const pool = devicePool(target);
   const packed = new Uint8Array(h2d.length);
   if (options.packCpuTensors) {
-    const h2dSizes = pick(sizes, h2d);
     const chunkBlocks: Block[] = [];
-    const chunks = planPacking(
-      h2dSizes,
-      pick(table.elementSizes, h2d),
-      packCandidates(h2dSizes, options),
-      options,
-      (_, capacity) => {
-        const block = pool.acquire(capacity);
-        chunkBlocks.push(block);
-        return block.address;
-      },
-    );
+    let chunks = sequentialChunk(table.packer, pool, chunkBlocks);
+    if (!chunks) {
+      const sizes = sizesOf(outputs, h2d);
+      chunks = planPacking(
+        sizes.bytes,
+        sizes.elements,
+        packCandidates(sizes.bytes, options),
+        options,
+        (_, capacity) => {
+          const block = pool.acquire(capacity);
+          chunkBlocks.push(block);
+          return block.address;
+        },
+      );
+    }
     for (let c = 0; c < chunks.length; c++) {
       const { members, offsets, base, start, end } = chunks[c];
       const payload = end - start;
@@ -377,7 +400,7 @@ function hostToDevice(
   for (let k = 0; k < h2d.length; k++) {
     if (packed[k]) continue;
     const i = h2d[k];
-    const bytes = sizes[i];
+    const bytes = outputs[i].byteLength;
     const block = pool.acquire(bytes);
     bindTensor(outputs[i], new Storage(pool, block, 1), 0);
     if (bytes === 0) continue;
@@ -401,6 +424,28 @@ function hostToDevice(
 }
 
 /**
+ * The one chunk the walk planned, on a device block, or undefined when the
+ * general planner must run (no plan, fewer than two candidates, or a block
+ * whose address does not keep the plan's alignment).
+ */
+function sequentialChunk(
+  packer: SequentialPacker | undefined,
+  pool: BlockPool,
+  chunkBlocks: Block[],
+): ChunkPlan[] | undefined {
+  if (!packer?.valid) return undefined;
+  if (packer.members.length < 2) return [];
+  const block = pool.acquire(packer.end);
+  if (block.address % 256 !== 0) {
+    pool.release(block);
+    return undefined;
+  }
+  chunkBlocks.push(block);
+  const { members, offsets, end } = packer;
+  return [{ members, offsets, base: block.address, start: 0, end }];
+}
+
+/**
  * Queues the CUDA→CPU leaves of one source device: small ones are gathered
  * on the device into one packed buffer per chunk (one kernel) and sent with
  * one DMA into a pinned chunk; the rest one by one into pinned blocks.
@@ -413,22 +458,25 @@ function deviceToHost(
   stats: CopyStats,
   staging: Block[],
 ): void {
-  const { leaves, outputs, sizes } = table;
+  const { leaves, outputs } = table;
   const packed = new Uint8Array(list.length);
   if (options.packCpuTensors) {
-    const listSizes = pick(sizes, list);
     const chunkBlocks: Block[] = [];
-    const chunks = planPacking(
-      listSizes,
-      pick(table.elementSizes, list),
-      packCandidates(listSizes, options),
-      options,
-      (_, capacity) => {
-        const block = pinnedPool.acquire(capacity);
-        chunkBlocks.push(block);
-        return block.address;
-      },
-    );
+    let chunks = sequentialChunk(table.packer, pinnedPool, chunkBlocks);
+    if (!chunks) {
+      const sizes = sizesOf(outputs, list);
+      chunks = planPacking(
+        sizes.bytes,
+        sizes.elements,
+        packCandidates(sizes.bytes, options),
+        options,
+        (_, capacity) => {
+          const block = pinnedPool.acquire(capacity);
+          chunkBlocks.push(block);
+          return block.address;
+        },
+      );
+    }
     const scratchPool = devicePool(source);
     for (let c = 0; c < chunks.length; c++) {
       const { members, offsets, base, start, end } = chunks[c];
@@ -442,7 +490,7 @@ function deviceToHost(
         packed[members[m]] = 1;
         entries[3 * m] = tensorAddress(leaves[i] as Tensor);
         entries[3 * m + 1] = offsets[m] - start;
-        entries[3 * m + 2] = sizes[i];
+        entries[3 * m + 2] = outputs[i].byteLength;
         bindTensor(outputs[i], storage, offsets[m]);
       }
       const scratch = scratchPool.acquire(payload);
@@ -457,10 +505,11 @@ function deviceToHost(
   for (let k = 0; k < list.length; k++) {
     if (packed[k]) continue;
     const i = list[k];
-    const block = pinnedPool.acquire(sizes[i]);
+    const bytes = outputs[i].byteLength;
+    const block = pinnedPool.acquire(bytes);
     bindTensor(outputs[i], new Storage(pinnedPool, block, 1), 0);
-    if (sizes[i] > 0) {
-      copyAsync(source, block.address, tensorAddress(leaves[i] as Tensor), sizes[i], 0);
+    if (bytes > 0) {
+      copyAsync(source, block.address, tensorAddress(leaves[i] as Tensor), bytes, 0);
       stats.copies++;
     }
   }

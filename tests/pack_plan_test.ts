@@ -4,6 +4,7 @@ import {
   MAX_PACKED_TENSOR_BYTES,
   packCandidates,
   planPacking,
+  SequentialPacker,
 } from "../src/pack_plan.ts";
 
 const defaults = { minPackedAlignmentBytes: 16, maxPackedChunkBytes: 32 * 1024 * 1024 };
@@ -89,4 +90,30 @@ Deno.test("planPacking() places zero-length tensors without taking room", () => 
   assert.deepEqual(chunk.members, [0, 1, 2]);
   assert.deepEqual(chunk.offsets, [0, 0, 0]);
   assert.equal(chunk.end, 4);
+});
+
+Deno.test("SequentialPacker gives the layout planPacking gives for a uniform alignment", () => {
+  const bytes = [12, 300_000, 0, 7, 64, 1, 40, 256 * 1024, 3];
+  const elementSizes = [4, 4, 8, 1, 8, 1, 2, 4, 1];
+  for (const min of [8, 16, 64, 256]) {
+    const options = { minPackedAlignmentBytes: min, maxPackedChunkBytes: 1 << 22 };
+    const packer = new SequentialPacker(options);
+    bytes.forEach((size, i) => packer.add(i, size));
+    assert.ok(packer.valid);
+    const [chunk] = plan(bytes, elementSizes, options, () => 4096);
+    assert.deepEqual(packer.members, chunk.members);
+    assert.deepEqual(packer.offsets, chunk.offsets);
+    assert.equal(packer.end, chunk.end);
+  }
+});
+
+Deno.test("SequentialPacker gives up when buckets or several chunks are needed", () => {
+  assert.equal(new SequentialPacker({ ...defaults, minPackedAlignmentBytes: 4 }).valid, false);
+  assert.equal(new SequentialPacker({ ...defaults, minPackedAlignmentBytes: 24 }).valid, false);
+  const packer = new SequentialPacker({ minPackedAlignmentBytes: 16, maxPackedChunkBytes: 100 });
+  assert.equal(packer.add(0, 60), true);
+  assert.equal(packer.add(1, 200), false);
+  assert.equal(packer.valid, true);
+  assert.equal(packer.add(2, 60), false);
+  assert.equal(packer.valid, false);
 });

@@ -12,7 +12,7 @@ Deno.test("walk() collects TypedArray and Tensor leaves depth-first", () => {
 Deno.test("walk() rebuilds arrays, objects and Maps with the same keys in order", () => {
   const input = { b: [new Float32Array(1), "s"], a: new Map([[1, new Int8Array(1)]]), n: null };
   let count = 0;
-  const result = walk(input, () => `out${count++}`) as typeof input;
+  const result = walk(input, { add: () => `out${count++}` }) as typeof input;
   assert.deepEqual(Object.keys(result), ["b", "a", "n"]);
   assert.deepEqual(result.b, ["out0", "s"]);
   assert.deepEqual([...(result.a as Map<number, unknown>)], [[1, "out1"]]);
@@ -28,20 +28,20 @@ Deno.test("walk() passes every other value through by reference", () => {
   const box = new Box();
   const view = new DataView(new ArrayBuffer(4));
   const input = [date, box, view, new ArrayBuffer(2), 3, "x", undefined];
-  const result = walk(input, () => assert.fail("no leaf here")) as unknown[];
+  const result = walk(input, { add: () => assert.fail("no leaf here") }) as unknown[];
   input.forEach((value, i) => assert.equal(result[i], value));
 });
 
 Deno.test("walk() keeps null-prototype objects null-prototype", () => {
   const input = Object.assign(Object.create(null), { a: new Float32Array(1) });
-  const result = walk(input, () => 1) as Record<string, unknown>;
+  const result = walk(input, { add: () => 1 }) as Record<string, unknown>;
   assert.equal(Object.getPrototypeOf(result), null);
   assert.equal(result.a, 1);
 });
 
 Deno.test("walk() of a root leaf returns the leaf's mapping", () => {
-  assert.equal(walk(new Float32Array(2), () => "t"), "t");
-  assert.equal(walk("plain", () => "t"), "plain");
+  assert.equal(walk(new Float32Array(2), { add: () => "t" }), "t");
+  assert.equal(walk("plain", { add: () => "t" }), "plain");
 });
 
 Deno.test("walk() copies a shared subtree twice (no cycle)", () => {
