@@ -318,6 +318,11 @@ export function pointerOf(address: number): Deno.PointerValue {
   return address === 0 ? null : Deno.UnsafePointer.create(BigInt(address));
 }
 
+/** A PointerValue to a view's first byte (null when empty); keeps the view alive. */
+export function pointerOfView(view: ArrayBufferView): Deno.PointerValue {
+  return view.byteLength === 0 ? null : Deno.UnsafePointer.of(view);
+}
+
 /**
  * The address of a view's first byte. Valid only while the caller keeps the
  * view reachable and undetached.

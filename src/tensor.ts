@@ -8,7 +8,7 @@
  * @module
  */
 
-import { pointerOf } from "../ffi/native.ts";
+import { pointerOf, pointerOfView } from "../ffi/native.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
@@ -176,7 +176,7 @@ export class Tensor {
     this.#assertLive();
     if (this.#storage) return pointerOf(this.#storage.address + this.#offset);
     const data = this.#data!;
-    return data.byteLength === 0 ? null : Deno.UnsafePointer.of(data);
+    return pointerOfView(data);
   }
 
   /**
