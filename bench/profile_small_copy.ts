@@ -13,7 +13,7 @@ if (deviceCount() === 0) {
   console.log("No CUDA device: nothing to profile.");
   Deno.exit(0);
 }
-const batch = createBatchMetaData(16);
+const batch = createBatchMetaData(Number(Deno.env.get("MTC_SAMPLES") ?? 16));
 const samples: number[] = [];
 for (let i = 0; i < 5000; i++) {
   const start = performance.now();

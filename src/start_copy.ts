@@ -376,18 +376,25 @@ function hostToDevice(
       const { members, offsets, base, start, end } = chunks[c];
       const payload = end - start;
       const storage = new Storage(pool, chunkBlocks[c], members.length);
-      for (let m = 0; m < members.length; m++) {
-        bindTensor(outputs[h2d[members[m]]], storage, offsets[m]);
-      }
       const stage = options.usePinnedStaging ? pinnedPool.acquire(payload) : undefined;
       if (stage) staging.push(stage);
+      // Consecutive leaves mostly share a class: reuse the last view.
+      let lastClass: unknown;
+      let view: TypedArray | undefined;
+      let elementBytes = 1;
       for (let m = 0; m < members.length; m++) {
         const k = members[m];
+        const i = h2d[k];
         packed[k] = 1;
-        const src = hostBytes(leaves[h2d[k]]);
+        bindTensor(outputs[i], storage, offsets[m]);
+        const src = hostBytes(leaves[i]);
         const cls = src.constructor as TypedArrayConstructor;
-        const view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
-        view.set(src as never, (offsets[m] - start) / cls.BYTES_PER_ELEMENT);
+        if (cls !== lastClass) {
+          lastClass = cls;
+          view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
+          elementBytes = cls.BYTES_PER_ELEMENT;
+        }
+        view!.set(src as never, (offsets[m] - start) / elementBytes);
       }
       if (stage) copyAsync(target, base + start, stage.address, payload, 0);
       else copyFromBuffer(target, base + start, new Uint8Array(pageableScratch), 0, payload);

@@ -19,3 +19,12 @@ Deno.test("disposeAll() leaves other values alone", () => {
   disposeAll({ data, n: 1, s: "x", d: new Date() });
   assert.equal(data.length, 2);
 });
+
+Deno.test("disposeAll() reaches tensors nested deeper than the walk's depth limit", async () => {
+  const { MAX_DEPTH } = await import("../src/traverse.ts");
+  const tensor = Tensor.from(new Float32Array(1));
+  let deep: unknown = [tensor];
+  for (let i = 0; i < MAX_DEPTH + 10; i++) deep = { next: deep };
+  disposeAll(deep);
+  assert.equal(tensor.disposed, true);
+});
