@@ -119,8 +119,18 @@ export async function stageOnWorkers(pieces: readonly StagingPiece[]): Promise<v
 }
 
 /**
- * Closes every worker after it freed its pinned slots. Safe to call when no
- * worker runs. Tests call it so that no Worker outlives them.
+ * Closes the staging Workers now (each frees its pinned slots first) instead
+ * of after {@linkcode IDLE_CLOSE_MS} idle. Safe to call at any time when no
+ * copy is being staged; a later copy starts them again. Call it at the end of
+ * a test that copies large tensors, so that no Worker or timer outlives it.
+ *
+ * @returns a Promise that resolves once every Worker is closed
+ *
+ * @example In a Deno test with the sanitizers on
+ * ```ts
+ * import { closeStagingWorkers } from "@mtc/core";
+ * await closeStagingWorkers();
+ * ```
  */
 export async function closeWorkers(): Promise<void> {
   if (idleTimer !== undefined) clearTimeout(idleTimer);

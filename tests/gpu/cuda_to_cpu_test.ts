@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { counters } from "../../ffi/native.ts";
 import { deviceCount, disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
+import { closeWorkers } from "../../src/worker_pool.ts";
 import { bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -146,5 +147,6 @@ Deno.test({
     const back = await startCopy(second, "cpu").get();
     assertRoundTrip(input, back, "cpu");
     disposeAll([first, second, back]);
+    await closeWorkers();
   },
 });

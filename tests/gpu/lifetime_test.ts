@@ -1,0 +1,106 @@
+import assert from "node:assert/strict";
+import { CudaError, disposeAll, startCopy, Tensor } from "../../mod.ts";
+import { devicePool } from "../../src/device_memory.ts";
+import { pinnedPool } from "../../src/pinned_memory.ts";
+import { closeWorkers } from "../../src/worker_pool.ts";
+import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+
+const gpu = { ignore: !hasGpu };
+const gc = (globalThis as { gc?: () => void }).gc;
+
+Deno.test({
+  ...gpu,
+  name: "ready() turns true without get() once the copy completes",
+  async fn() {
+    const handle = startCopy([randomArray(Float32Array, 4096, 1), new Int8Array(3)], "cuda:0");
+    const deadline = Date.now() + 5000;
+    while (!handle.ready()) {
+      assert.ok(Date.now() < deadline, "copy did not complete in 5 s");
+      await new Promise((resolve) => setTimeout(resolve, 1));
+    }
+    disposeAll(await handle.get());
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "the handle keeps inputs alive: dropped references and a forced GC change no byte",
+  async fn() {
+    const expected: Uint8Array[] = [];
+    let handle;
+    {
+      const input = Array.from({ length: 64 }, (_, i) => randomArray(Float32Array, 500, 100 + i));
+      input.push(randomArray(Float32Array, 300_000, 99));
+      for (const array of input) expected.push(bytesOf(array));
+      handle = startCopy(input, "cuda:0");
+    }
+    for (let i = 0; i < 5; i++) {
+      gc?.();
+      // Churn the allocator so collected buffers would be reused.
+      Array.from({ length: 1000 }, () => new Float32Array(500).fill(-1));
+    }
+    const result = await handle.get();
+    result.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), expected[i]));
+    disposeAll(result);
+    await closeWorkers();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a handle that is never awaited returns its staging memory at a later copy",
+  async fn() {
+    const input = [randomArray(Float32Array, 1000, 3), randomArray(Float32Array, 1000, 4)];
+    disposeAll(await startCopy(input, "cuda:0").get());
+    const stagingInUse = pinnedPool.stats().inUseBytes;
+    const dropped = startCopy(input, "cuda:0");
+    assert.ok(pinnedPool.stats().inUseBytes > stagingInUse || dropped.ready());
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    const next = await startCopy([new Int8Array(1), new Int8Array(1)], "cuda:0").get();
+    disposeAll(next);
+    assert.equal(pinnedPool.stats().inUseBytes, stagingInUse);
+    disposeAll(await dropped.get());
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a failed device allocation is a CudaError naming the CUDA error, and the next copy works",
+  async fn() {
+    const pool = devicePool(0);
+    const before = pool.stats();
+    assert.throws(() => pool.acquire(2 ** 50), (error: unknown) => {
+      assert.ok(error instanceof CudaError);
+      assert.equal(error.cudaName, "cudaErrorMemoryAllocation");
+      assert.match(
+        error.message,
+        /allocate \d+ bytes of device memory on cuda:0: cudaErrorMemoryAllocation/,
+      );
+      return true;
+    });
+    assert.equal(pool.stats().inUseBytes, before.inUseBytes);
+    const input = [randomArray(Uint16Array, 77, 5), randomArray(Uint8Array, 5, 6)];
+    const result = await startCopy(input, "cuda:0").get();
+    result.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), bytesOf(input[i])));
+    disposeAll(result);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "disposing every output returns all device and pinned memory to the pools",
+  async fn() {
+    const deviceInUse = devicePool(0).stats().inUseBytes;
+    const pinnedInUse = pinnedPool.stats().inUseBytes;
+    const input = {
+      small: [new Float32Array(10), new Int32Array(3)],
+      big: randomArray(Uint8Array, 400_000, 7),
+    };
+    const onDevice = await startCopy(input, "cuda:0").get();
+    const back = await startCopy(onDevice, "cpu").get();
+    assert.ok(back.big instanceof Tensor && back.big.pinned);
+    disposeAll([onDevice, back]);
+    assert.equal(devicePool(0).stats().inUseBytes, deviceInUse);
+    assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
+  },
+});
