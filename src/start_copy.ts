@@ -123,7 +123,7 @@ export function startCopy<T>(
  * Outputs are created during the walk, unbound, and bound to their memory
  * once it is planned, so the result structure is final from the start.
  */
-class LeafTable implements LeafSink {
+export class LeafTable implements LeafSink {
   readonly target: number;
   /** Leaves found, including those that need no copy. */
   tensors = 0;
@@ -142,6 +142,7 @@ class LeafTable implements LeafSink {
    */
   readonly packer: SequentialPacker | undefined;
 
+  /** A table for copies to device index `target` (-1: the CPU). */
   constructor(target: number, options: ResolvedOptions) {
     this.target = target;
     if (options.packCpuTensors) this.packer = new SequentialPacker(options);
