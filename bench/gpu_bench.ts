@@ -187,7 +187,7 @@ const breakdown: Record<string, number> = {};
   const sources = collectLeaves(ref16).map((leaf) => (leaf as Tensor).toTypedArray());
   const stage = pinnedPool.acquire(256 * 1024);
   const devicePoolBlock = devicePool(0).acquire(256 * 1024);
-  const event = acquireEvent();
+  const event = acquireEvent(0);
   const identity = { add: (leaf: unknown) => leaf };
   for (let i = 0; i < SMALL_ITERATIONS + 100; i++) {
     const t0 = performance.now();
@@ -218,7 +218,7 @@ const breakdown: Record<string, number> = {};
       Object.values(phases).forEach((list, k) => list.push(values[k] * 1000));
     }
   }
-  releaseEvent(event);
+  releaseEvent(0, event);
   pinnedPool.release(stage);
   devicePool(0).release(devicePoolBlock);
   console.log("breakdown of one copy of the 16-sample reference batch (median µs):");

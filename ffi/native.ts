@@ -110,9 +110,9 @@ export function deviceFree(device: number, address: number): void {
   );
 }
 
-/** Creates a CUDA event without timing; returns its handle. */
-export function eventCreate(): number {
-  check(sym().mtc_event_create(out), "create a CUDA event");
+/** Creates a CUDA event of `device`, without timing; returns its handle. */
+export function eventCreate(device: number): number {
+  check(sym().mtc_event_create(device, out), () => `create a CUDA event on cuda:${device}`);
   return out[0];
 }
 

@@ -9,7 +9,7 @@
  */
 
 /** The ABI version `native/mtc.cu` reports; a mismatched library is refused. */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -31,8 +31,8 @@ export const symbols = {
   mtc_device_alloc: { parameters: ["i32", "f64", "buffer"], result: "i32" },
   // int32_t mtc_device_free(int32_t device, addr_t p)
   mtc_device_free: { parameters: ["i32", "f64"], result: "i32" },
-  // int32_t mtc_event_create(double* out_handle)
-  mtc_event_create: { parameters: ["buffer"], result: "i32" },
+  // int32_t mtc_event_create(int32_t device, double* out_handle)
+  mtc_event_create: { parameters: ["i32", "buffer"], result: "i32" },
   // int32_t mtc_event_destroy(addr_t event)
   mtc_event_destroy: { parameters: ["f64"], result: "i32" },
   // int32_t mtc_event_record(int32_t device, addr_t event)

@@ -15,7 +15,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#define MTC_ABI_VERSION 3
+#define MTC_ABI_VERSION 4
 #define MTC_MAX_DEVICES 64
 
 // Our own status codes, above every cudaError_t value.
@@ -143,7 +143,12 @@ EXPORT int32_t mtc_device_free(int32_t device, addr_t p) {
   return clear_error(cudaFreeAsync(PTR(p), s));
 }
 
-EXPORT int32_t mtc_event_create(double *out) {
+// Events belong to a device: one recorded on another device's stream fails
+// with cudaErrorInvalidResourceHandle, so the device is explicit.
+EXPORT int32_t mtc_event_create(int32_t device, double *out) {
+  if (device < 0 || device >= MTC_MAX_DEVICES) return MTC_E_BAD_DEVICE;
+  cudaError_t set = cudaSetDevice(device);
+  if (set != cudaSuccess) return clear_error(set);
   cudaEvent_t e;
   cudaError_t err = cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
   if (err != cudaSuccess) return clear_error(err);

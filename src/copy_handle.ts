@@ -38,10 +38,18 @@ export interface CopyStats {
   copies: number;
 }
 
+/** A CUDA event and the device it belongs to. */
+export interface DeviceEvent {
+  /** Device index of the event. */
+  device: number;
+  /** The event handle. */
+  event: number;
+}
+
 /** The work behind a handle (library-internal). */
 export interface CopyJob<R> {
   /** Events recorded after all of the copy's GPU work, one per device. */
-  events: number[];
+  events: DeviceEvent[];
   /** Set while Workers are still staging; resolves once `events` are recorded. */
   submitted?: Promise<void>;
   /** Counters of the copy. */
@@ -109,7 +117,7 @@ export class AsyncCopyHandle<R> {
     if (!this.#submitted) return false;
     const events = this.#job!.events;
     for (let i = 0; i < events.length; i++) {
-      const status = eventStatus(events[i]);
+      const status = eventStatus(events[i].event);
       if (status === -1) return false;
       if (status !== 0) {
         this.#fail(cudaError(status, "complete the copy"));
@@ -164,7 +172,7 @@ export class AsyncCopyHandle<R> {
     while (this.#state === PENDING) {
       const events = job.events;
       for (let i = 0; i < events.length; i++) {
-        const status = await eventSynchronizeOffThread(events[i]);
+        const status = await eventSynchronizeOffThread(events[i].event);
         if (status !== 0 && this.#state === PENDING) {
           this.#fail(cudaError(status, "complete the copy"));
         }
@@ -186,7 +194,7 @@ export class AsyncCopyHandle<R> {
       this.#error = error;
       this.#state = FAILED;
     }
-    for (const event of job.events) releaseEvent(event);
+    for (const { device, event } of job.events) releaseEvent(device, event);
   }
 
   #fail(error: unknown): void {

@@ -30,14 +30,21 @@ interface Slot {
   busy: boolean;
 }
 
-let slots: Slot[] | undefined;
+// Two slots per target device: a slot's event must belong to the device
+// whose stream records it.
+const slotsByDevice = new Map<number, Slot[]>();
 
-function getSlots(): Slot[] {
-  return slots ??= [0, 1].map(() => ({
-    address: hostAlloc(SLOT_BYTES),
-    event: eventCreate(),
-    busy: false,
-  }));
+function getSlots(device: number): Slot[] {
+  let slots = slotsByDevice.get(device);
+  if (!slots) {
+    slots = [0, 1].map(() => ({
+      address: hostAlloc(SLOT_BYTES),
+      event: eventCreate(device),
+      busy: false,
+    }));
+    slotsByDevice.set(device, slots);
+  }
+  return slots;
 }
 
 function waitIdle(slot: Slot): void {
@@ -50,11 +57,11 @@ function waitIdle(slot: Slot): void {
 }
 
 function stage(pieces: Float64Array): void {
-  const ring = getSlots();
   for (let i = 0, n = pieces.length / 4; i < n; i++) {
+    const device = pieces[4 * i];
+    const ring = getSlots(device);
     const slot = ring[i % ring.length];
     waitIdle(slot);
-    const device = pieces[4 * i];
     stageAndCopy(device, pieces[4 * i + 1], slot.address, pieces[4 * i + 2], pieces[4 * i + 3]);
     eventRecord(device, slot.event);
     slot.busy = true;
@@ -64,14 +71,14 @@ function stage(pieces: Float64Array): void {
 self.onmessage = (event: MessageEvent) => {
   const message = event.data;
   if (message.close) {
-    if (slots) {
+    for (const slots of slotsByDevice.values()) {
       for (const slot of slots) {
         waitIdle(slot);
         eventDestroy(slot.event);
         hostFree(slot.address);
       }
-      slots = undefined;
     }
+    slotsByDevice.clear();
     self.postMessage({ closed: true });
     return;
   }

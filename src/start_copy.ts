@@ -18,7 +18,13 @@ import {
   streamSynchronize,
 } from "../ffi/native.ts";
 import type { Block, BlockPool } from "./block_pool.ts";
-import { AsyncCopyHandle, type CopyJob, type CopyStats, reapFinished } from "./copy_handle.ts";
+import {
+  AsyncCopyHandle,
+  type CopyJob,
+  type CopyStats,
+  type DeviceEvent,
+  reapFinished,
+} from "./copy_handle.ts";
 import { CPU, parseDevice } from "./device.ts";
 import { devicePool } from "./device_memory.ts";
 import {
@@ -238,20 +244,20 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
   // Everything to release when the copy settles.
   const retained: Storage[] = [];
   const staging: Block[] = [];
-  const fences: number[] = [];
-  const events: number[] = [];
+  const fences: DeviceEvent[] = [];
+  const events: DeviceEvent[] = [];
   const devices = new Set<number>();
   let pieces: StagingPiece[] | undefined;
 
   const release = (): void => {
     for (const block of staging) pinnedPool.release(block);
     for (const storage of retained) storage.release();
-    for (const event of fences) releaseEvent(event);
+    for (const { device, event } of fences) releaseEvent(device, event);
     staging.length = retained.length = fences.length = 0;
   };
   const abort = (): void => {
     drain(devices);
-    for (const event of events) releaseEvent(event);
+    for (const { device, event } of events) releaseEvent(device, event);
     for (const output of outputs) output.dispose();
     release();
   };
@@ -275,9 +281,10 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
       const pool = devicePool(target);
       const bytes = outputs[i].byteLength;
       bindTensor(outputs[i], new Storage(pool, pool.acquire(bytes), 1), 0);
-      const fenceA = acquireEvent();
-      const fenceB = acquireEvent();
-      fences.push(fenceA, fenceB);
+      // Fence A is recorded on the target's stream, fence B on the source's.
+      const fenceA = acquireEvent(target);
+      const fenceB = acquireEvent(sources[i]);
+      fences.push({ device: target, event: fenceA }, { device: sources[i], event: fenceB });
       copyPeer(
         target,
         tensorAddress(outputs[i]),
@@ -299,16 +306,16 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
       for (const [source, list] of bySource) {
         devices.add(source);
         deviceToHost(table, source, list, options, stats, staging);
-        const event = acquireEvent();
-        events.push(event);
+        const event = acquireEvent(source);
+        events.push({ device: source, event });
         eventRecord(source, event);
       }
     }
 
     let submitted: Promise<void> | undefined;
     if (devices.has(target)) {
-      const event = acquireEvent();
-      events.push(event);
+      const event = acquireEvent(target);
+      events.push({ device: target, event });
       if (pieces) {
         submitted = stageOnWorkers(pieces).then(() => eventRecord(target, event));
       } else {

@@ -146,6 +146,16 @@ Deno.test({
     assertRoundTrip(input, second, "cuda:1");
     const back = await startCopy(second, "cpu").get();
     assertRoundTrip(input, back, "cpu");
+    // Sources on two devices at once, to the CPU and to each device.
+    const mixed = { zero: first, one: second };
+    for (const device of ["cpu", "cuda:0", "cuda:1"]) {
+      const handle = startCopy(mixed, device);
+      const out = await handle.get();
+      assertRoundTrip([input, input], [out.zero, out.one], device);
+      if (device === "cuda:0") assert.equal(out.zero, first);
+      if (device === "cuda:1") assert.equal(out.one, second);
+      disposeAll(device === "cuda:0" ? out.one : device === "cuda:1" ? out.zero : out);
+    }
     disposeAll([first, second, back]);
     await closeWorkers();
   },
