@@ -21,15 +21,17 @@
  * @module
  */
 
+import { borrowList, type NumberList, returnList } from "./number_list.ts";
+
 /** Tensors larger than this are never packed. */
 export const MAX_PACKED_TENSOR_BYTES = 256 * 1024;
 
 /** One planned chunk. */
 export interface ChunkPlan {
   /** Indices (into the request arrays) of the tensors in this chunk. */
-  readonly members: number[];
+  readonly members: ArrayLike<number>;
   /** Byte offset of each member from `base`. */
-  readonly offsets: number[];
+  readonly offsets: ArrayLike<number>;
   /** Base address the offsets are relative to (from `openChunk`). */
   readonly base: number;
   /** Offset of the first member's first byte. */
@@ -163,9 +165,9 @@ export class SequentialPacker {
   /** Whether the plan is still valid. */
   valid: boolean;
   /** Indices of the packed tensors (as given to `add`). */
-  readonly members: number[] = [];
+  readonly members: NumberList = borrowList();
   /** Their offsets from the chunk base. */
-  readonly offsets: number[] = [];
+  readonly offsets: NumberList = borrowList();
   /** End of the payload. */
   end = 0;
   readonly #align: number;
@@ -179,6 +181,12 @@ export class SequentialPacker {
     this.#align = min;
     this.#maxChunk = options.maxPackedChunkBytes;
     this.#limit = Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes);
+  }
+
+  /** Returns the packer's lists for reuse; it must not be used afterwards. */
+  dispose(): void {
+    returnList(this.members);
+    returnList(this.offsets);
   }
 
   /** Whether alignment `min` gives every dtype the same alignment. */

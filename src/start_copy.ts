@@ -38,6 +38,7 @@ import { acquireEvent, releaseEvent } from "./event_pool.ts";
 import { type ResolvedOptions, resolveOptions, type StartCopyOptions } from "./options.ts";
 import { type ChunkPlan, packCandidates, planPacking, SequentialPacker } from "./pack_plan.ts";
 import { pinnedPool, pinnedView } from "./pinned_memory.ts";
+import { borrowList, type NumberList, returnList } from "./number_list.ts";
 import { Storage } from "./storage.ts";
 import {
   bindTensor,
@@ -137,9 +138,8 @@ export class LeafTable implements LeafSink {
   bytes = 0;
   readonly leaves: Leaf[] = [];
   readonly outputs: Tensor[] = [];
-  readonly sources: number[] = [];
   /** Indices of CPU→CUDA, CUDA→other CUDA, and CUDA→CPU leaves. */
-  readonly h2d: number[] = [];
+  readonly h2d: NumberList = borrowList();
   readonly peer: number[] = [];
   readonly d2h: number[] = [];
   /**
@@ -152,6 +152,12 @@ export class LeafTable implements LeafSink {
   constructor(target: number, options: ResolvedOptions) {
     this.target = target;
     if (options.packCpuTensors) this.packer = new SequentialPacker(options);
+  }
+
+  /** Returns the index lists for reuse once submission is over. */
+  releaseLists(): void {
+    returnList(this.h2d);
+    this.packer?.dispose();
   }
 
   /** Records a leaf; returns what stands in its place in the result. */
@@ -184,10 +190,9 @@ export class LeafTable implements LeafSink {
     const output = createTensor(dtype, shape, this.target, byteLength);
     this.leaves.push(leaf);
     this.outputs.push(output);
-    this.sources.push(source);
     if (this.target === CPU) {
       const d2h = this.d2h;
-      if (this.packer && d2h.length > 0 && this.sources[d2h[0]] !== source) {
+      if (this.packer && d2h.length > 0 && tensorDevice(this.leaves[d2h[0]] as Tensor) !== source) {
         this.packer.valid = false;
       }
       this.packer?.add(d2h.length, byteLength);
@@ -221,7 +226,10 @@ function pageableView(bytes: number, cls: TypedArrayConstructor): TypedArray {
 }
 
 /** Payload and element sizes of the outputs at `indices`, for planning. */
-function sizesOf(outputs: Tensor[], indices: number[]): { bytes: number[]; elements: number[] } {
+function sizesOf(
+  outputs: Tensor[],
+  indices: ArrayLike<number>,
+): { bytes: number[]; elements: number[] } {
   const bytes: number[] = [];
   const elements: number[] = [];
   for (let k = 0; k < indices.length; k++) {
@@ -233,7 +241,16 @@ function sizesOf(outputs: Tensor[], indices: number[]): { bytes: number[]; eleme
 }
 
 function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
-  const { target, leaves, outputs, sources } = table;
+  try {
+    return queueCopies(table, options);
+  } finally {
+    table.releaseLists();
+  }
+}
+
+function queueCopies(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
+  const { target, leaves, outputs } = table;
+  const sourceOf = (i: number): number => tensorDevice(leaves[i] as Tensor);
   const stats: CopyStats = {
     tensors: table.tensors,
     bytes: table.bytes,
@@ -277,18 +294,19 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
     }
     for (const i of table.peer) {
       devices.add(target);
-      devices.add(sources[i]);
+      const source = sourceOf(i);
+      devices.add(source);
       const pool = devicePool(target);
       const bytes = outputs[i].byteLength;
       bindTensor(outputs[i], new Storage(pool, pool.acquire(bytes), 1), 0);
       // Fence A is recorded on the target's stream, fence B on the source's.
       const fenceA = acquireEvent(target);
-      const fenceB = acquireEvent(sources[i]);
-      fences.push({ device: target, event: fenceA }, { device: sources[i], event: fenceB });
+      const fenceB = acquireEvent(source);
+      fences.push({ device: target, event: fenceA }, { device: source, event: fenceB });
       copyPeer(
         target,
         tensorAddress(outputs[i]),
-        sources[i],
+        source,
         tensorAddress(leaves[i] as Tensor),
         bytes,
         fenceA,
@@ -299,8 +317,9 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
     if (table.d2h.length > 0) {
       const bySource = new Map<number, number[]>();
       for (const i of table.d2h) {
-        let list = bySource.get(sources[i]);
-        if (!list) bySource.set(sources[i], list = []);
+        const source = sourceOf(i);
+        let list = bySource.get(source);
+        if (!list) bySource.set(source, list = []);
         list.push(i);
       }
       for (const [source, list] of bySource) {
@@ -360,7 +379,8 @@ function hostToDevice(
   stats: CopyStats,
   staging: Block[],
 ): StagingPiece[] | undefined {
-  const { target, leaves, outputs, h2d } = table;
+  const { target, leaves, outputs } = table;
+  const h2d = table.h2d.view();
   const pool = devicePool(target);
   const packed = new Uint8Array(h2d.length);
   if (options.packCpuTensors) {
@@ -456,8 +476,13 @@ function sequentialChunk(
     return undefined;
   }
   chunkBlocks.push(block);
-  const { members, offsets, end } = packer;
-  return [{ members, offsets, base: block.address, start: 0, end }];
+  return [{
+    members: packer.members.view(),
+    offsets: packer.offsets.view(),
+    base: block.address,
+    start: 0,
+    end: packer.end,
+  }];
 }
 
 /**

@@ -9,7 +9,7 @@
  */
 
 /** Bytes per pinned staging slot of a worker; a piece is at most this large. */
-export const SLOT_BYTES = 4 * 1024 * 1024;
+export const SLOT_BYTES = 2 * 1024 * 1024;
 
 /** Workers close after this long without work. */
 export const IDLE_CLOSE_MS = 1000;
