@@ -291,6 +291,7 @@ function svgChart(data: Row[]): string {
     if (r.case !== lastCase) {
       y += 12;
       parts.push(`<text x="10" y="${y + 12}" font-weight="bold">${r.case}</text>`);
+      y += 18;
       lastCase = r.case;
     }
     parts.push(`<text x="30" y="${y + 12}" font-size="12">${r.method}</text>`);
