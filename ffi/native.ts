@@ -262,6 +262,25 @@ export function gather(
   );
 }
 
+/**
+ * {@linkcode gather} done with `cudaMemcpyBatchAsync` (copy engines) instead
+ * of a kernel; for the benchmark's comparison of the two.
+ */
+export function gatherWithBatchCopy(
+  device: number,
+  table: number,
+  count: number,
+  dst: number,
+  hostDst: number,
+  bytes: number,
+  event: number,
+): void {
+  check(
+    sym().mtc_gather_batch(device, table, count, dst, hostDst, bytes, event),
+    () => `batch-copy ${count} tensors on cuda:${device}`,
+  );
+}
+
 /** Waits for all work queued on the library stream of `device`. */
 export function streamSynchronize(device: number): void {
   check(

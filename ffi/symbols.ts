@@ -84,6 +84,12 @@ export const symbols = {
     parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
     result: "i32",
   },
+  // int32_t mtc_gather_batch(int32_t device, addr_t table, int32_t count, addr_t dst,
+  //                          addr_t host_dst_or_0, double bytes, addr_t event_or_0)
+  mtc_gather_batch: {
+    parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
+    result: "i32",
+  },
   // int32_t mtc_stream_synchronize(int32_t device)
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
   // int32_t mtc_mem_info(int32_t device, double out[2])

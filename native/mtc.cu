@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MTC_ABI_VERSION 4
@@ -346,5 +347,54 @@ EXPORT int32_t mtc_host_write(addr_t dst, const uint8_t *src, double offset, dou
   if (bytes <= 0) return 0;
   if (src == NULL) return MTC_E_BAD_ARGUMENT;
   memcpy(PTR(dst), src + (size_t)offset, (size_t)bytes);
+  return 0;
+}
+
+// The same gather as mtc_gather, done by the copy engines instead of a
+// kernel: one cudaMemcpyBatchAsync of `count` device-to-device copies into
+// `dst`, then the optional device-to-host copy and event. Kept so that the
+// benchmark can compare both on the same data (the library uses the kernel).
+EXPORT int32_t mtc_gather_batch(int32_t device, addr_t table, int32_t count, addr_t dst,
+                                addr_t host_dst, double bytes, addr_t event) {
+  cudaStream_t s;
+  int st = stream_for(device, &s);
+  if (st) return st;
+  if (count > 0) {
+    const GatherEntry *entries = (const GatherEntry *)PTR(table);
+    void **dsts = (void **)malloc(sizeof(void *) * (size_t)count);
+    const void **srcs = (const void **)malloc(sizeof(void *) * (size_t)count);
+    size_t *sizes = (size_t *)malloc(sizeof(size_t) * (size_t)count);
+    if (!dsts || !srcs || !sizes) {
+      free(dsts);
+      free(srcs);
+      free(sizes);
+      return (int)cudaErrorMemoryAllocation;
+    }
+    size_t n = 0;
+    for (int32_t i = 0; i < count; i++) {
+      if (entries[i].bytes <= 0) continue;  // zero-size copies are invalid in a batch
+      dsts[n] = (uint8_t *)PTR(dst) + (uint64_t)entries[i].dst_offset;
+      srcs[n] = PTR(entries[i].src);
+      sizes[n] = (size_t)entries[i].bytes;
+      n++;
+    }
+    struct cudaMemcpyAttributes attrs;
+    memset(&attrs, 0, sizeof(attrs));
+    attrs.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    size_t attrs_index = 0;
+    cudaError_t err = n > 0 ? cudaMemcpyBatchAsync(dsts, srcs, sizes, n, &attrs, &attrs_index, 1, s)
+                            : cudaSuccess;
+    free(dsts);
+    free(srcs);
+    free(sizes);
+    if (err != cudaSuccess) return clear_error(err);
+    __sync_fetch_and_add(&g_copies, 1);
+  }
+  if (host_dst && bytes > 0) {
+    cudaError_t err = cudaMemcpyAsync(PTR(host_dst), PTR(dst), (size_t)bytes, cudaMemcpyDefault, s);
+    if (err != cudaSuccess) return clear_error(err);
+    __sync_fetch_and_add(&g_copies, 1);
+  }
+  if (event) return clear_error(cudaEventRecord((cudaEvent_t)PTR(event), s));
   return 0;
 }

@@ -104,3 +104,48 @@ Deno.test({
     assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name: "running out of device memory rejects get() with the CUDA error and leaks nothing",
+  async fn() {
+    const { deviceAlloc, deviceFree, memInfo } = await import("../../ffi/native.ts");
+    const GiB = 1024 ** 3;
+    const pool = devicePool(0);
+    pool.trim();
+    const deviceInUse = pool.stats().inUseBytes;
+    const pinnedInUse = pinnedPool.stats().inUseBytes;
+    // Hold all but about 256 MiB of the device, outside the library's pool.
+    const held: number[] = [];
+    try {
+      while (memInfo(0).free > GiB + 256 * 1024 ** 2) held.push(deviceAlloc(0, GiB));
+      let chunk = 64 * 1024 ** 2;
+      while (chunk >= 1024 ** 2) {
+        try {
+          held.push(deviceAlloc(0, chunk));
+        } catch {
+          chunk /= 2;
+        }
+      }
+      const input = {
+        small: [new Float32Array([1, 2]), new Int8Array(3)],
+        big: new Uint8Array(512 * 1024 ** 2),
+      };
+      const handle = startCopy(input, "cuda:0");
+      await assert.rejects(handle.get(), (error: unknown) => {
+        assert.ok(error instanceof CudaError);
+        assert.equal(error.cudaName, "cudaErrorMemoryAllocation");
+        return true;
+      });
+      assert.equal(handle.ready(), true);
+      assert.equal(pool.stats().inUseBytes, deviceInUse);
+      assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
+    } finally {
+      for (const address of held) deviceFree(0, address);
+    }
+    const input = [randomArray(Float64Array, 9, 8), randomArray(Int32Array, 3, 9)];
+    const result = await startCopy(input, "cuda:0").get();
+    result.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), bytesOf(input[i])));
+    disposeAll(result);
+  },
+});
