@@ -414,7 +414,6 @@ function hostToDevice(
         const k = members[m];
         const i = h2d[k];
         packed[k] = 1;
-        bindTensor(outputs[i], storage, offsets[m]);
         const src = hostBytes(leaves[i]);
         const cls = src.constructor as TypedArrayConstructor;
         if (cls !== lastClass) {
@@ -426,6 +425,10 @@ function hostToDevice(
       }
       if (stage) copyAsync(target, base + start, stage.address, payload, 0);
       else copyFromBuffer(target, base + start, new Uint8Array(pageableScratch), 0, payload);
+      // Outputs are bound while the DMA runs.
+      for (let m = 0; m < members.length; m++) {
+        bindTensor(outputs[h2d[members[m]]], storage, offsets[m]);
+      }
       stats.packedTensors += members.length;
       stats.chunks++;
       stats.copies++;
