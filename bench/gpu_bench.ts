@@ -23,7 +23,6 @@ import {
   deviceFree,
   eventStatus,
   gather,
-  gatherWithBatchCopy,
   streamSynchronize,
 } from "../ffi/native.ts";
 import { deviceCount, disposeAll, startCopy, type Tensor, type TypedArray } from "../mod.ts";
@@ -273,7 +272,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
       wait();
     }],
     ["cudaMemcpyBatchAsync + 1 copy", () => {
-      gatherWithBatchCopy(
+      gather(
         0,
         table.address,
         sources.length,
@@ -281,6 +280,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
         hostChunk.address,
         end,
         event,
+        true,
       );
       wait();
     }],

@@ -243,9 +243,10 @@ export function copyPeer(
 
 /**
  * Gathers `count` tensors listed in `table` (pinned, mapped; 3 doubles per
- * entry: source address, offset in `dst`, bytes) into `dst` with one kernel;
- * then copies `bytes` of `dst` to `hostDst` (0: no copy) and records `event`
- * (0: none), all on the library stream of `device`.
+ * entry: source address, offset in `dst`, bytes) into `dst` with one kernel
+ * (or, with `withCopyEngines`, one `cudaMemcpyBatchAsync`, kept for the
+ * benchmark's comparison); then copies `bytes` of `dst` to `hostDst` (0: no
+ * copy) and records `event` (0: none), all on the library stream of `device`.
  */
 export function gather(
   device: number,
@@ -255,30 +256,13 @@ export function gather(
   hostDst: number,
   bytes: number,
   event: number,
+  withCopyEngines = false,
 ): void {
-  check(
-    sym().mtc_gather(device, table, count, dst, hostDst, bytes, event),
-    () => `gather ${count} tensors on cuda:${device}`,
-  );
-}
-
-/**
- * {@linkcode gather} done with `cudaMemcpyBatchAsync` (copy engines) instead
- * of a kernel; for the benchmark's comparison of the two.
- */
-export function gatherWithBatchCopy(
-  device: number,
-  table: number,
-  count: number,
-  dst: number,
-  hostDst: number,
-  bytes: number,
-  event: number,
-): void {
-  check(
-    sym().mtc_gather_batch(device, table, count, dst, hostDst, bytes, event),
-    () => `batch-copy ${count} tensors on cuda:${device}`,
-  );
+  const s = sym();
+  const status = withCopyEngines
+    ? s.mtc_gather_batch(device, table, count, dst, hostDst, bytes, event)
+    : s.mtc_gather(device, table, count, dst, hostDst, bytes, event);
+  check(status, () => `gather ${count} tensors on cuda:${device}`);
 }
 
 /** Waits for all work queued on the library stream of `device`. */

@@ -296,6 +296,18 @@ __global__ void gather_kernel(const GatherEntry *table, uint8_t *dst) {
   }
 }
 
+// The end of a gather: the optional copy of the packed buffer to the host,
+// then the optional event record.
+static int finish_gather(cudaStream_t s, addr_t dst, addr_t host_dst, double bytes, addr_t event) {
+  if (host_dst && bytes > 0) {
+    cudaError_t err = cudaMemcpyAsync(PTR(host_dst), PTR(dst), (size_t)bytes, cudaMemcpyDefault, s);
+    if (err != cudaSuccess) return clear_error(err);
+    __sync_fetch_and_add(&g_copies, 1);
+  }
+  if (event) return clear_error(cudaEventRecord((cudaEvent_t)PTR(event), s));
+  return 0;
+}
+
 // Gathers `count` device tensors of `device` into the packed device buffer
 // `dst` (one kernel), then optionally copies `bytes` of it to `host_dst`
 // (one transfer) and records `event`. This is how many small GPU tensors
@@ -311,13 +323,7 @@ EXPORT int32_t mtc_gather(int32_t device, addr_t table, int32_t count, addr_t ds
     if (err != cudaSuccess) return (int)err;
     __sync_fetch_and_add(&g_kernels, 1);
   }
-  if (host_dst && bytes > 0) {
-    cudaError_t err = cudaMemcpyAsync(PTR(host_dst), PTR(dst), (size_t)bytes, cudaMemcpyDefault, s);
-    if (err != cudaSuccess) return clear_error(err);
-    __sync_fetch_and_add(&g_copies, 1);
-  }
-  if (event) return clear_error(cudaEventRecord((cudaEvent_t)PTR(event), s));
-  return 0;
+  return finish_gather(s, dst, host_dst, bytes, event);
 }
 
 // Waits until everything queued on the library stream of `device` is done.
@@ -390,11 +396,5 @@ EXPORT int32_t mtc_gather_batch(int32_t device, addr_t table, int32_t count, add
     if (err != cudaSuccess) return clear_error(err);
     __sync_fetch_and_add(&g_copies, 1);
   }
-  if (host_dst && bytes > 0) {
-    cudaError_t err = cudaMemcpyAsync(PTR(host_dst), PTR(dst), (size_t)bytes, cudaMemcpyDefault, s);
-    if (err != cudaSuccess) return clear_error(err);
-    __sync_fetch_and_add(&g_copies, 1);
-  }
-  if (event) return clear_error(cudaEventRecord((cudaEvent_t)PTR(event), s));
-  return 0;
+  return finish_gather(s, dst, host_dst, bytes, event);
 }

@@ -385,21 +385,7 @@ function hostToDevice(
   const packed = new Uint8Array(h2d.length);
   if (options.packCpuTensors) {
     const chunkBlocks: Block[] = [];
-    let chunks = sequentialChunk(table.packer, pool, chunkBlocks);
-    if (!chunks) {
-      const sizes = sizesOf(outputs, h2d);
-      chunks = planPacking(
-        sizes.bytes,
-        sizes.elements,
-        packCandidates(sizes.bytes, options),
-        options,
-        (_, capacity) => {
-          const block = pool.acquire(capacity);
-          chunkBlocks.push(block);
-          return block.address;
-        },
-      );
-    }
+    const chunks = planChunks(table, h2d, options, pool, chunkBlocks);
     for (let c = 0; c < chunks.length; c++) {
       const { members, offsets, base, start, end } = chunks[c];
       const payload = end - start;
@@ -462,7 +448,35 @@ function hostToDevice(
 }
 
 /**
- * The one chunk the walk planned, on a device block, or undefined when the
+ * The packed chunks for the leaves at `indices`, on blocks of `pool` (which
+ * are appended to `chunkBlocks`, one per chunk): the walk's plan when it
+ * holds, else the general planner's.
+ */
+function planChunks(
+  table: LeafTable,
+  indices: ArrayLike<number>,
+  options: ResolvedOptions,
+  pool: BlockPool,
+  chunkBlocks: Block[],
+): ChunkPlan[] {
+  const planned = sequentialChunk(table.packer, pool, chunkBlocks);
+  if (planned) return planned;
+  const sizes = sizesOf(table.outputs, indices);
+  return planPacking(
+    sizes.bytes,
+    sizes.elements,
+    packCandidates(sizes.bytes, options),
+    options,
+    (_, capacity) => {
+      const block = pool.acquire(capacity);
+      chunkBlocks.push(block);
+      return block.address;
+    },
+  );
+}
+
+/**
+ * The one chunk the walk planned, on a block of `pool`, or undefined when the
  * general planner must run (no plan, fewer than two candidates, or a block
  * whose address does not keep the plan's alignment).
  */
@@ -505,21 +519,7 @@ function deviceToHost(
   const packed = new Uint8Array(list.length);
   if (options.packCpuTensors) {
     const chunkBlocks: Block[] = [];
-    let chunks = sequentialChunk(table.packer, pinnedPool, chunkBlocks);
-    if (!chunks) {
-      const sizes = sizesOf(outputs, list);
-      chunks = planPacking(
-        sizes.bytes,
-        sizes.elements,
-        packCandidates(sizes.bytes, options),
-        options,
-        (_, capacity) => {
-          const block = pinnedPool.acquire(capacity);
-          chunkBlocks.push(block);
-          return block.address;
-        },
-      );
-    }
+    const chunks = planChunks(table, list, options, pinnedPool, chunkBlocks);
     const scratchPool = devicePool(source);
     for (let c = 0; c < chunks.length; c++) {
       const { members, offsets, base, start, end } = chunks[c];
