@@ -12,7 +12,7 @@
  */
 
 import { isTypedArray, type TypedArray } from "./dtype.ts";
-import { isDetached, Tensor } from "./tensor.ts";
+import { isDetached, Tensor, tensorData } from "./tensor.ts";
 
 /** A tensor leaf of the input. */
 export type Leaf = TypedArray | Tensor;
@@ -83,6 +83,10 @@ function visit(
   if (value instanceof Tensor) {
     if (value.disposed) {
       throw new WalkError((path) => new Error(`Cannot copy a disposed tensor at ${path}`));
+    }
+    const data = tensorData(value);
+    if (data !== undefined && isDetached(data)) {
+      throw new WalkError((path) => new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`));
     }
     return sink.add(value);
   }

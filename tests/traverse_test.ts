@@ -70,6 +70,16 @@ Deno.test("walk() throws TypeError for a leaf over a detached buffer", () => {
   });
 });
 
+Deno.test("walk() throws TypeError for a tensor whose data was detached after wrapping", () => {
+  const data = new Float32Array(4);
+  const tensor = Tensor.from(data);
+  data.buffer.transfer();
+  assert.throws(() => collectLeaves({ t: tensor }), {
+    name: "TypeError",
+    message: "Cannot copy a detached ArrayBuffer at $.t",
+  });
+});
+
 Deno.test("walk() throws Error for a disposed tensor", () => {
   const tensor = Tensor.from(new Float32Array(1));
   tensor.dispose();
