@@ -84,14 +84,16 @@ function visit(
     if (value.disposed) {
       throw new WalkError((path) => new Error(`Cannot copy a disposed tensor at ${path}`));
     }
+    // A detached view reads as length 0: compare lengths (cheap) rather
+    // than reading `.buffer.detached` (costly) for every leaf.
     const data = tensorData(value);
-    if (data !== undefined && isDetached(data)) {
+    if (data !== undefined && data.byteLength !== value.byteLength) {
       throw new WalkError((path) => new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`));
     }
     return sink.add(value);
   }
   if (isTypedArray(value)) {
-    if (isDetached(value)) {
+    if (value.byteLength === 0 && isDetached(value)) {
       throw new WalkError((path) => new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`));
     }
     return sink.add(value);
