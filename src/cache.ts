@@ -1,0 +1,31 @@
+/**
+ * `releaseCachedMemory`: give the pools' idle memory back to CUDA.
+ *
+ * @module
+ */
+
+import { devicePools } from "./device_memory.ts";
+import { pinnedPool } from "./pinned_memory.ts";
+
+/**
+ * Frees every idle block of the pinned and device memory pools. Memory held
+ * by live tensors or in-flight copies stays. The pools keep idle blocks so
+ * that steady-state copies allocate nothing; call this when a phase that
+ * copied a lot is over. Any TypedArray still viewing a freed pinned block
+ * (from `toTypedArray()` of a disposed tensor) becomes empty rather than
+ * pointing at freed memory.
+ *
+ * @returns the number of bytes freed
+ *
+ * @example After a large evaluation pass
+ * ```ts
+ * import { releaseCachedMemory } from "@mtc/core";
+ * const freed = releaseCachedMemory();
+ * console.assert(freed >= 0);
+ * ```
+ */
+export function releaseCachedMemory(): number {
+  let freed = pinnedPool.trim();
+  for (const pool of devicePools()) freed += pool.trim();
+  return freed;
+}
