@@ -265,6 +265,15 @@ export function gather(
   check(status, () => `gather ${count} tensors on cuda:${device}`);
 }
 
+/**
+ * Keeps the library stream of `device` busy for `microseconds` (a kernel
+ * that waits on the GPU clock), so that work queued after it is certainly
+ * in flight for that long. For tests only.
+ */
+export function delayStream(device: number, microseconds: number): void {
+  check(sym().mtc_delay_stream(device, microseconds), () => `delay the stream of cuda:${device}`);
+}
+
 /** Waits for all work queued on the library stream of `device`. */
 export function streamSynchronize(device: number): void {
   check(

@@ -9,7 +9,7 @@
  */
 
 /** The ABI version `native/mtc.cu` reports; a mismatched library is refused. */
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -90,6 +90,8 @@ export const symbols = {
     parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
     result: "i32",
   },
+  // int32_t mtc_delay_stream(int32_t device, double microseconds)  (a test aid)
+  mtc_delay_stream: { parameters: ["i32", "f64"], result: "i32" },
   // int32_t mtc_stream_synchronize(int32_t device)
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
   // int32_t mtc_mem_info(int32_t device, double out[2])

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MTC_ABI_VERSION 4
+#define MTC_ABI_VERSION 5
 #define MTC_MAX_DEVICES 64
 
 // Our own status codes, above every cudaError_t value.
@@ -397,4 +397,23 @@ EXPORT int32_t mtc_gather_batch(int32_t device, addr_t table, int32_t count, add
     __sync_fetch_and_add(&g_copies, 1);
   }
   return finish_gather(s, dst, host_dst, bytes, event);
+}
+
+__global__ void delay_kernel(uint64_t nanoseconds) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < nanoseconds);
+}
+
+// Queues a one-thread kernel that keeps the library stream of `device` busy
+// for `microseconds`. A test aid: it holds copies "in flight" for certain, so
+// tests can check that nothing is reused or freed before its copy is done.
+EXPORT int32_t mtc_delay_stream(int32_t device, double microseconds) {
+  cudaStream_t s;
+  int st = stream_for(device, &s);
+  if (st) return st;
+  delay_kernel<<<1, 1, 0, s>>>((uint64_t)(microseconds * 1000.0));
+  return clear_error(cudaGetLastError());
 }

@@ -1,0 +1,76 @@
+import assert from "node:assert/strict";
+import { delayStream } from "../../ffi/native.ts";
+import { disposeAll, startCopy, type Tensor } from "../../mod.ts";
+import { pinnedPool } from "../../src/pinned_memory.ts";
+import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+
+const gpu = { ignore: !hasGpu };
+const gc = (globalThis as { gc?: () => void }).gc;
+
+// Each test first queues a kernel that holds the stream for GATE_US, so the
+// copies queued after it are certainly still in flight while the test acts.
+const GATE_US = 200_000;
+
+function batch(seed: number): Float32Array[] {
+  return Array.from({ length: 50 }, (_, i) => randomArray(Float32Array, 100 + i, seed * 100 + i));
+}
+
+Deno.test({
+  ...gpu,
+  name: "a copy in flight keeps its staging: a second copy gets other pinned memory",
+  async fn() {
+    const first = batch(1);
+    const second = batch(2);
+    delayStream(0, GATE_US);
+    const a = startCopy(first, "cuda:0");
+    assert.equal(a.ready(), false);
+    const b = startCopy(second, "cuda:0");
+    assert.equal(b.ready(), false);
+    const [resultA, resultB] = await Promise.all([a.get(), b.get()]);
+    resultA.forEach((t, i) => assert.deepEqual(bytesOf(t), bytesOf(first[i])));
+    resultB.forEach((t, i) => assert.deepEqual(bytesOf(t), bytesOf(second[i])));
+    disposeAll([resultA, resultB]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a dropped handle keeps its staging until its copy is done, then gives it back",
+  async fn() {
+    const baseline = pinnedPool.stats().inUseBytes;
+    delayStream(0, GATE_US);
+    let dropped: unknown = startCopy(batch(3), "cuda:0");
+    dropped = undefined;
+    gc?.();
+    // Still queued behind the gate: its pinned staging must not be reusable.
+    assert.ok(pinnedPool.stats().inUseBytes > baseline);
+    const inputs = Array.from({ length: 20 }, (_, i) => batch(10 + i));
+    const busy = await Promise.all(inputs.map((input) => startCopy(input, "cuda:0").get()));
+    busy.forEach((result, k) =>
+      result.forEach((t, i) => assert.deepEqual(bytesOf(t), bytesOf(inputs[k][i])))
+    );
+    disposeAll(busy);
+    // Those completed after the dropped copy (same stream); the next
+    // startCopy settles it and returns its staging.
+    const next = await startCopy([new Int8Array(1), new Int8Array(1)], "cuda:0").get();
+    disposeAll(next);
+    assert.equal(pinnedPool.stats().inUseBytes, baseline);
+    assert.equal(dropped, undefined);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "many copies started before any is awaited all land bit-exactly",
+  async fn() {
+    delayStream(0, 20_000);
+    const inputs = Array.from({ length: 64 }, (_, i) => batch(100 + i));
+    const handles = inputs.map((input) => startCopy(input, "cuda:0"));
+    assert.ok(handles.every((handle) => !handle.ready()));
+    const results = await Promise.all(handles.map((handle) => handle.get()));
+    results.forEach((result, k) =>
+      result.forEach((t: Tensor, i: number) => assert.deepEqual(bytesOf(t), bytesOf(inputs[k][i])))
+    );
+    disposeAll(results);
+  },
+});
