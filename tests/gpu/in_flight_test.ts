@@ -61,8 +61,8 @@ Deno.test({
   ...gpu,
   name: "many copies started before any is awaited all land bit-exactly",
   async fn() {
-    delayStream(0, 20_000);
     const inputs = Array.from({ length: 64 }, (_, i) => batch(100 + i));
+    delayStream(0, GATE_US);
     const handles = inputs.map((input) => startCopy(input, "cuda:0"));
     assert.ok(handles.every((handle) => !handle.ready()));
     const results = await Promise.all(handles.map((handle) => handle.get()));
