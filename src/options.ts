@@ -14,8 +14,8 @@ export interface StartCopyOptions {
   usePinnedStaging?: boolean;
   /**
    * Pack CPU tensors of at most 256 KiB into shared chunks, one transfer
-   * per chunk (and gather small CUDA tensors going to the CPU on the device
-   * likewise). Default `true`.
+   * per chunk (and gather small CUDA tensors going to the CPU or to another
+   * device on their device likewise). Default `true`.
    */
   packCpuTensors?: boolean;
   /** Minimum byte alignment of each packed tensor; integer >= 1, default 16. */

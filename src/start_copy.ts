@@ -250,7 +250,6 @@ function submit(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
 
 function queueCopies(table: LeafTable, options: ResolvedOptions): CopyJob<void> {
   const { target, leaves, outputs } = table;
-  const sourceOf = (i: number): number => tensorDevice(leaves[i] as Tensor);
   const stats: CopyStats = {
     tensors: table.tensors,
     bytes: table.bytes,
@@ -292,43 +291,17 @@ function queueCopies(table: LeafTable, options: ResolvedOptions): CopyJob<void> 
       pieces = hostToDevice(table, options, stats, staging);
       devices.add(target);
     }
-    for (const i of table.peer) {
+    for (const [source, list] of groupBySource(table, table.peer)) {
       devices.add(target);
-      const source = sourceOf(i);
       devices.add(source);
-      const pool = devicePool(target);
-      const bytes = outputs[i].byteLength;
-      bindTensor(outputs[i], new Storage(pool, pool.acquire(bytes), 1), 0);
-      // Fence A is recorded on the target's stream, fence B on the source's.
-      const fenceA = acquireEvent(target);
-      const fenceB = acquireEvent(source);
-      fences.push({ device: target, event: fenceA }, { device: source, event: fenceB });
-      copyPeer(
-        target,
-        tensorAddress(outputs[i]),
-        source,
-        tensorAddress(leaves[i] as Tensor),
-        bytes,
-        fenceA,
-        fenceB,
-      );
-      stats.copies++;
+      deviceToDevice(table, source, list, options, stats, staging, fences);
     }
-    if (table.d2h.length > 0) {
-      const bySource = new Map<number, number[]>();
-      for (const i of table.d2h) {
-        const source = sourceOf(i);
-        let list = bySource.get(source);
-        if (!list) bySource.set(source, list = []);
-        list.push(i);
-      }
-      for (const [source, list] of bySource) {
-        devices.add(source);
-        deviceToHost(table, source, list, options, stats, staging);
-        const event = acquireEvent(source);
-        events.push({ device: source, event });
-        eventRecord(source, event);
-      }
+    for (const [source, list] of groupBySource(table, table.d2h)) {
+      devices.add(source);
+      deviceToHost(table, source, list, options, stats, staging);
+      const event = acquireEvent(source);
+      events.push({ device: source, event });
+      eventRecord(source, event);
     }
 
     let submitted: Promise<void> | undefined;
@@ -366,6 +339,93 @@ function queueCopies(table: LeafTable, options: ResolvedOptions): CopyJob<void> 
       complete(): void {},
       abort(): void {},
     };
+  }
+}
+
+/** The leaves at `indices` (CUDA tensors) grouped by their device, in order. */
+function groupBySource(table: LeafTable, indices: number[]): Map<number, number[]> {
+  const groups = new Map<number, number[]>();
+  for (const i of indices) {
+    const source = tensorDevice(table.leaves[i] as Tensor);
+    let list = groups.get(source);
+    if (!list) groups.set(source, list = []);
+    list.push(i);
+  }
+  return groups;
+}
+
+/**
+ * Queues the CUDA→other-CUDA leaves of one source device: small ones are
+ * gathered on the source into one packed buffer per chunk (one kernel) and
+ * sent with one peer copy into a chunk on the target; the rest one peer copy
+ * each. Every peer copy is fenced with both devices' streams.
+ */
+function deviceToDevice(
+  table: LeafTable,
+  source: number,
+  list: number[],
+  options: ResolvedOptions,
+  stats: CopyStats,
+  staging: Block[],
+  fences: DeviceEvent[],
+): void {
+  const { target, leaves, outputs } = table;
+  const pool = devicePool(target);
+  const peerCopy = (dst: number, src: number, bytes: number): void => {
+    // Fence A is recorded on the target's stream, fence B on the source's.
+    const fenceA = acquireEvent(target);
+    const fenceB = acquireEvent(source);
+    fences.push({ device: target, event: fenceA }, { device: source, event: fenceB });
+    copyPeer(target, dst, source, src, bytes, fenceA, fenceB);
+    stats.copies++;
+  };
+  const packed = new Uint8Array(list.length);
+  if (options.packCpuTensors) {
+    const sizes = sizesOf(outputs, list);
+    const chunkBlocks: Block[] = [];
+    const chunks = planPacking(
+      sizes.bytes,
+      sizes.elements,
+      packCandidates(sizes.bytes, options),
+      options,
+      (_, capacity) => {
+        const block = pool.acquire(capacity);
+        chunkBlocks.push(block);
+        return block.address;
+      },
+    );
+    const scratchPool = devicePool(source);
+    for (let c = 0; c < chunks.length; c++) {
+      const { members, offsets, base, start, end } = chunks[c];
+      const payload = end - start;
+      const storage = new Storage(pool, chunkBlocks[c], members.length);
+      const tableBlock = pinnedPool.acquire(members.length * 24);
+      staging.push(tableBlock);
+      const entries = pinnedView(tableBlock, Float64Array);
+      for (let m = 0; m < members.length; m++) {
+        const i = list[members[m]];
+        packed[members[m]] = 1;
+        entries[3 * m] = tensorAddress(leaves[i] as Tensor);
+        entries[3 * m + 1] = offsets[m] - start;
+        entries[3 * m + 2] = outputs[i].byteLength;
+        bindTensor(outputs[i], storage, offsets[m]);
+      }
+      const scratch = scratchPool.acquire(payload);
+      gather(source, tableBlock.address, members.length, scratch.address, 0, 0, 0);
+      peerCopy(base + start, scratch.address, payload);
+      // The peer copy runs on the source's stream: later users of the
+      // scratch block queue behind it.
+      scratchPool.release(scratch);
+      stats.packedTensors += members.length;
+      stats.chunks++;
+    }
+  }
+  for (let k = 0; k < list.length; k++) {
+    if (packed[k]) continue;
+    const i = list[k];
+    const bytes = outputs[i].byteLength;
+    bindTensor(outputs[i], new Storage(pool, pool.acquire(bytes), 1), 0);
+    peerCopy(tensorAddress(outputs[i]), tensorAddress(leaves[i] as Tensor), bytes);
   }
 }
 

@@ -138,12 +138,21 @@ Deno.test({
 
 Deno.test({
   ignore: deviceCount() < 2,
-  name: "cuda:0 → cuda:1 peer copies are bit-exact and ordered after queued work",
+  name: "cuda:0 → cuda:1 copies are packed, bit-exact and ordered after queued work",
   async fn() {
     const input = { a: everyDtype(61), big: randomArray(Uint8Array, 5_000_000, 62) };
     const first = await startCopy(input, "cuda:0").get();
-    const second = await startCopy(first, "cuda:1").get();
+    const handle = startCopy(first, "cuda:1");
+    const second = await handle.get();
     assertRoundTrip(input, second, "cuda:1");
+    // The 13 small tensors travel in one gathered chunk, the large one alone.
+    assert.deepEqual(handle.stats(), {
+      tensors: 14,
+      bytes: flatten(input).reduce((sum, leaf) => sum + leaf.byteLength, 0),
+      packedTensors: 13,
+      chunks: 1,
+      copies: 2,
+    });
     const back = await startCopy(second, "cpu").get();
     assertRoundTrip(input, back, "cpu");
     // Sources on two devices at once, to the CPU and to each device.
