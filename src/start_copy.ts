@@ -379,47 +379,21 @@ function deviceToDevice(
     copyPeer(target, dst, source, src, bytes, fenceA, fenceB);
     stats.copies++;
   };
-  const packed = new Uint8Array(list.length);
-  if (options.packCpuTensors) {
-    const sizes = sizesOf(outputs, list);
-    const chunkBlocks: Block[] = [];
-    const chunks = planPacking(
-      sizes.bytes,
-      sizes.elements,
-      packCandidates(sizes.bytes, options),
-      options,
-      (_, capacity) => {
-        const block = pool.acquire(capacity);
-        chunkBlocks.push(block);
-        return block.address;
-      },
-    );
-    const scratchPool = devicePool(source);
-    for (let c = 0; c < chunks.length; c++) {
-      const { members, offsets, base, start, end } = chunks[c];
-      const payload = end - start;
-      const storage = new Storage(pool, chunkBlocks[c], members.length);
-      const tableBlock = pinnedPool.acquire(members.length * 24);
-      staging.push(tableBlock);
-      const entries = pinnedView(tableBlock, Float64Array);
-      for (let m = 0; m < members.length; m++) {
-        const i = list[members[m]];
-        packed[members[m]] = 1;
-        entries[3 * m] = tensorAddress(leaves[i] as Tensor);
-        entries[3 * m + 1] = offsets[m] - start;
-        entries[3 * m + 2] = outputs[i].byteLength;
-        bindTensor(outputs[i], storage, offsets[m]);
-      }
-      const scratch = scratchPool.acquire(payload);
-      gather(source, tableBlock.address, members.length, scratch.address, 0, 0, 0);
-      peerCopy(base + start, scratch.address, payload);
+  const packed = gatherChunks(
+    table,
+    source,
+    list,
+    options.packCpuTensors ? planChunks(undefined, table, list, options, pool) : [],
+    pool,
+    staging,
+    stats,
+    (entries, count, scratch, dst, payload) => {
+      gather(source, entries, count, scratch, 0, 0, 0);
       // The peer copy runs on the source's stream: later users of the
       // scratch block queue behind it.
-      scratchPool.release(scratch);
-      stats.packedTensors += members.length;
-      stats.chunks++;
-    }
-  }
+      peerCopy(dst, scratch, payload);
+    },
+  );
   for (let k = 0; k < list.length; k++) {
     if (packed[k]) continue;
     const i = list[k];
@@ -444,12 +418,10 @@ function hostToDevice(
   const pool = devicePool(target);
   const packed = new Uint8Array(h2d.length);
   if (options.packCpuTensors) {
-    const chunkBlocks: Block[] = [];
-    const chunks = planChunks(table, h2d, options, pool, chunkBlocks);
-    for (let c = 0; c < chunks.length; c++) {
-      const { members, offsets, base, start, end } = chunks[c];
+    for (const { plan, block } of planChunks(table.packer, table, h2d, options, pool)) {
+      const { members, offsets, base, start, end } = plan;
       const payload = end - start;
-      const storage = new Storage(pool, chunkBlocks[c], members.length);
+      const storage = new Storage(pool, block, members.length);
       const stage = options.usePinnedStaging ? pinnedPool.acquire(payload) : undefined;
       if (stage) staging.push(stage);
       // Consecutive leaves mostly share a class: reuse the last view.
@@ -507,32 +479,84 @@ function hostToDevice(
   return pieces;
 }
 
+/** Packed chunks, each with the pool block it lives in. */
+interface PlacedChunk {
+  plan: ChunkPlan;
+  block: Block;
+}
+
 /**
- * The packed chunks for the leaves at `indices`, on blocks of `pool` (which
- * are appended to `chunkBlocks`, one per chunk): the walk's plan when it
- * holds, else the general planner's.
+ * The packed chunks for the leaves at `indices`, on blocks of `pool`: the
+ * walk's plan (`packer`) when it holds, else the general planner's.
  */
 function planChunks(
+  packer: SequentialPacker | undefined,
   table: LeafTable,
   indices: ArrayLike<number>,
   options: ResolvedOptions,
   pool: BlockPool,
-  chunkBlocks: Block[],
-): ChunkPlan[] {
-  const planned = sequentialChunk(table.packer, pool, chunkBlocks);
-  if (planned) return planned;
-  const sizes = sizesOf(table.outputs, indices);
-  return planPacking(
-    sizes.bytes,
-    sizes.elements,
-    packCandidates(sizes.bytes, options),
-    options,
-    (_, capacity) => {
-      const block = pool.acquire(capacity);
-      chunkBlocks.push(block);
-      return block.address;
-    },
-  );
+): PlacedChunk[] {
+  const chunkBlocks: Block[] = [];
+  let plans = sequentialChunk(packer, pool, chunkBlocks);
+  if (!plans) {
+    const sizes = sizesOf(table.outputs, indices);
+    plans = planPacking(
+      sizes.bytes,
+      sizes.elements,
+      packCandidates(sizes.bytes, options),
+      options,
+      (_, capacity) => {
+        const block = pool.acquire(capacity);
+        chunkBlocks.push(block);
+        return block.address;
+      },
+    );
+  }
+  return plans.map((plan, c) => ({ plan, block: chunkBlocks[c] }));
+}
+
+/**
+ * Gathers each chunk's members (CUDA tensors of `source`) into one packed
+ * scratch buffer on the source device with one kernel, and lets `send`
+ * queue the transfer of that buffer to the chunk's address. Binds the
+ * outputs to their chunk. Returns which positions of `list` were packed.
+ */
+function gatherChunks(
+  table: LeafTable,
+  source: number,
+  list: number[],
+  chunks: PlacedChunk[],
+  chunkPool: BlockPool,
+  staging: Block[],
+  stats: CopyStats,
+  send: (entries: number, count: number, scratch: number, dst: number, payload: number) => void,
+): Uint8Array {
+  const { leaves, outputs } = table;
+  const packed = new Uint8Array(list.length);
+  const scratchPool = devicePool(source);
+  for (const { plan, block } of chunks) {
+    const { members, offsets, base, start, end } = plan;
+    const payload = end - start;
+    const storage = new Storage(chunkPool, block, members.length);
+    const tableBlock = pinnedPool.acquire(members.length * 24);
+    staging.push(tableBlock);
+    const entries = pinnedView(tableBlock, Float64Array);
+    for (let m = 0; m < members.length; m++) {
+      const i = list[members[m]];
+      packed[members[m]] = 1;
+      entries[3 * m] = tensorAddress(leaves[i] as Tensor);
+      entries[3 * m + 1] = offsets[m] - start;
+      entries[3 * m + 2] = outputs[i].byteLength;
+      bindTensor(outputs[i], storage, offsets[m]);
+    }
+    const scratch = scratchPool.acquire(payload);
+    send(tableBlock.address, members.length, scratch.address, base + start, payload);
+    // Later users of the scratch block queue behind the send on the source's stream.
+    scratchPool.release(scratch);
+    stats.packedTensors += members.length;
+    stats.chunks++;
+  }
+  return packed;
 }
 
 /**
@@ -576,35 +600,19 @@ function deviceToHost(
   staging: Block[],
 ): void {
   const { leaves, outputs } = table;
-  const packed = new Uint8Array(list.length);
-  if (options.packCpuTensors) {
-    const chunkBlocks: Block[] = [];
-    const chunks = planChunks(table, list, options, pinnedPool, chunkBlocks);
-    const scratchPool = devicePool(source);
-    for (let c = 0; c < chunks.length; c++) {
-      const { members, offsets, base, start, end } = chunks[c];
-      const payload = end - start;
-      const storage = new Storage(pinnedPool, chunkBlocks[c], members.length);
-      const tableBlock = pinnedPool.acquire(members.length * 24);
-      staging.push(tableBlock);
-      const entries = pinnedView(tableBlock, Float64Array);
-      for (let m = 0; m < members.length; m++) {
-        const i = list[members[m]];
-        packed[members[m]] = 1;
-        entries[3 * m] = tensorAddress(leaves[i] as Tensor);
-        entries[3 * m + 1] = offsets[m] - start;
-        entries[3 * m + 2] = outputs[i].byteLength;
-        bindTensor(outputs[i], storage, offsets[m]);
-      }
-      const scratch = scratchPool.acquire(payload);
-      gather(source, tableBlock.address, members.length, scratch.address, base + start, payload, 0);
-      // Later users of the scratch block queue on the same stream.
-      scratchPool.release(scratch);
-      stats.packedTensors += members.length;
-      stats.chunks++;
+  const packed = gatherChunks(
+    table,
+    source,
+    list,
+    options.packCpuTensors ? planChunks(table.packer, table, list, options, pinnedPool) : [],
+    pinnedPool,
+    staging,
+    stats,
+    (entries, count, scratch, dst, payload) => {
+      gather(source, entries, count, scratch, dst, payload, 0);
       stats.copies++;
-    }
-  }
+    },
+  );
   for (let k = 0; k < list.length; k++) {
     if (packed[k]) continue;
     const i = list[k];
