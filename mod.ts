@@ -26,6 +26,7 @@ export { Tensor } from "./src/tensor.ts";
 export type { DType, TypedArray } from "./src/dtype.ts";
 export { disposeAll } from "./src/dispose.ts";
 export { releaseCachedMemory } from "./src/cache.ts";
-export { deviceCount } from "./src/device.ts";
+export { cudaStatus, deviceCount } from "./src/device.ts";
+export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
 export { closeWorkers as closeStagingWorkers } from "./src/worker_pool.ts";
 export { CudaError } from "./ffi/native.ts";

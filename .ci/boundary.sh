@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The native boundary is isolated: only ffi/ touches Deno's unsafe FFI API,
-# only ffi/native.ts reads the symbol table, only native/ holds C or CUDA.
+# only ffi/native.ts and ffi/test_aids.ts read the symbol table (and
+# ffi/library.ts, which opens it), only native/ holds C or CUDA. The product
+# shim exports exactly the symbols of ffi/symbols.ts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -13,13 +15,23 @@ if grep -rn 'Deno\.dlopen(' ffi/ | grep -v '^ffi/library.ts:'; then
   echo "boundary: only ffi/library.ts may call Deno.dlopen" >&2
   fail=1
 fi
-if grep -rnE '\.symbols\b' mod.ts src/ ffi/ | grep -vE '^ffi/(native|library)\.ts:'; then
-  echo "boundary: only ffi/native.ts may read the symbol table" >&2
+if grep -rnE '\.symbols\b' mod.ts src/ ffi/ | grep -vE '^ffi/(native|library|test_aids)\.ts:'; then
+  echo "boundary: only ffi/native.ts and ffi/test_aids.ts may read the symbol table" >&2
   fail=1
 fi
 if find . -path ./native -prune -o -path ./.git -prune -o -path ./.gpu -prune -o \
   \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cpp' \) -print | grep .; then
   echo "boundary: C/CUDA sources belong in native/" >&2
+  fail=1
+fi
+# The product's exports against the symbol table (names, sorted).
+exported=$(nm -D --defined-only native/prebuilt/linux-x86_64/libmtc.so | awk '$2 == "T" { print $3 }' | sort)
+declared=$(sed -n '/^export const symbols = {/,/^} as const/p' ffi/symbols.ts |
+  grep -oE '^  (mtc_[a-z_]+): |name: "mtc_[a-z_]+"' | grep -oE 'mtc_[a-z_]+' |
+  grep -v '_nonblocking$' | sort -u)
+if [ "$exported" != "$declared" ]; then
+  echo "boundary: the product shim's exports differ from ffi/symbols.ts:" >&2
+  diff <(echo "$declared") <(echo "$exported") >&2 || true
   fail=1
 fi
 [ "$fail" = 0 ] && echo "boundary: ok"

@@ -9,7 +9,9 @@
  * and with `useBackgroundThread: false`.
  *
  * Prints a table last, writes bench/results.json and bench/results.svg.
- * Run: `deno task bench:gpu` (needs a GPU).
+ * Run: `deno task bench:gpu` (needs a GPU). It measures the shim that loads
+ * (the prebuilt product by default; `MTC_SHIM_PATH` picks another) and
+ * prints which. Allocations per iteration are the pools' allocations.
  *
  * @module
  */
@@ -17,14 +19,14 @@
 import {
   copyAsync,
   copyFromBuffer,
-  copyToBuffer,
-  counters,
   deviceAlloc,
   deviceFree,
   eventStatus,
   gather,
   streamSynchronize,
 } from "../ffi/native.ts";
+import { shimInfo } from "../ffi/library.ts";
+import { testAids } from "../ffi/test_aids.ts";
 import { deviceCount, disposeAll, startCopy, type Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves, walk } from "../src/traverse.ts";
@@ -39,6 +41,12 @@ import { closeWorkers } from "../src/worker_pool.ts";
 if (deviceCount() === 0) {
   console.log("No CUDA device: the GPU benchmark needs one (see ../shared/GPU.md).");
   Deno.exit(0);
+}
+console.log(`shim: ${shimInfo().file?.path} (${shimInfo().file?.origin})`);
+
+/** Allocations the library made so far (its pinned and device pools). */
+function allocations(): number {
+  return pinnedPool.stats().misses + devicePool(0).stats().misses;
 }
 
 const SMALL_ITERATIONS = Number(Deno.env.get("MTC_BENCH_ITERATIONS") ?? 1000);
@@ -79,17 +87,15 @@ async function time(
 ): Promise<{ median: number; p90: number; allocs: number }> {
   for (let i = 0; i < warmup; i++) (await body())?.();
   const samples: number[] = [];
-  const before = counters();
+  const before = allocations();
   for (let i = 0; i < iterations; i++) {
     const start = performance.now();
     const cleanup = await body();
     samples.push((performance.now() - start) * 1000);
     cleanup?.();
   }
-  const after = counters();
+  const allocs = (allocations() - before) / iterations;
   samples.sort((a, b) => a - b);
-  const allocs = (after.hostAllocs - before.hostAllocs + after.deviceAllocs - before.deviceAllocs) /
-    iterations;
   return { median: quantile(samples, 0.5), p90: quantile(samples, 0.9), allocs };
 }
 
@@ -239,19 +245,27 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
 {
   const onDevice = await startCopy(ref16, "cuda:0").get();
   const sources = collectLeaves(onDevice) as Tensor[];
-  const hostArrays = sources.map((t) => new Uint8Array(t.byteLength));
   const addressOf = (t: Tensor): number =>
     t.ptr === null ? 0 : Number(Deno.UnsafePointer.value(t.ptr));
+  const landing = pinnedPool.acquire(256 * 1024);
   await runCase("ref batch 16 D2H", onDevice, SMALL_ITERATIONS, [
+    // A synchronous copy per tensor into pinned memory (the product shim
+    // has no pageable device-to-host copy; pinned is the faster of the two).
     ["(a) naive per tensor", () => {
-      sources.forEach((t, i) => copyToBuffer(0, hostArrays[i], 0, addressOf(t), t.byteLength));
+      for (const t of sources) {
+        copyAsync(0, landing.address, addressOf(t), t.byteLength, 0);
+        streamSynchronize(0);
+      }
     }],
     ["(c) startCopy", withStartCopy(onDevice, "cpu", true)],
     ["(c) startCopy, no background", withStartCopy(onDevice, "cpu", false)],
   ]);
 
+  pinnedPool.release(landing);
+
   // The device-side gather of those 528 tensors plus the one device-to-host
-  // copy, timed alone: the library's kernel against cudaMemcpyBatchAsync.
+  // copy, timed alone: the library's kernel, and (with the test aids) the
+  // copy-engine path it falls back to where the driver cannot load it.
   const table = pinnedPool.acquire(sources.length * 24);
   const entries = pinnedView(table, Float64Array) as Float64Array;
   let end = 0;
@@ -266,31 +280,28 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   const wait = (): void => {
     while (eventStatus(event) === -1) { /* spin */ }
   };
-  await runCase("ref batch 16 D2H gather only", onDevice, SMALL_ITERATIONS, [
-    ["gather kernel + 1 copy", () => {
-      gather(0, table.address, sources.length, scratch.address, hostChunk.address, end, event);
-      wait();
-    }],
-    ["cudaMemcpyBatchAsync + 1 copy", () => {
-      gather(
-        0,
-        table.address,
-        sources.length,
-        scratch.address,
-        hostChunk.address,
-        end,
-        event,
-        true,
-      );
-      wait();
-    }],
-  ]);
-  const check = new Uint8Array(end);
-  check.set(new Uint8Array(pinnedBuffer(hostChunk), 0, end));
-  gather(0, table.address, sources.length, scratch.address, hostChunk.address, end, event);
-  wait();
-  const same = new Uint8Array(pinnedBuffer(hostChunk), 0, end).every((b, i) => b === check[i]);
-  console.log(`kernel and cudaMemcpyBatchAsync gathered the same bytes: ${same}`);
+  const gatherOnce = (): void => {
+    gather(0, table.address, sources.length, scratch.address, hostChunk.address, end, event);
+    wait();
+  };
+  const methods: [string, Body][] = [["gather kernel + 1 copy", gatherOnce]];
+  if (testAids) {
+    methods.push(["copy-engine fallback + 1 copy", () => {
+      testAids!.disableKernels(true);
+      gatherOnce();
+      testAids!.disableKernels(false);
+    }]);
+  }
+  await runCase("ref batch 16 D2H gather only", onDevice, SMALL_ITERATIONS, methods);
+  if (testAids) {
+    gatherOnce();
+    const check = new Uint8Array(pinnedBuffer(hostChunk), 0, end).slice();
+    testAids.disableKernels(true);
+    gatherOnce();
+    testAids.disableKernels(false);
+    const same = new Uint8Array(pinnedBuffer(hostChunk), 0, end).every((b, i) => b === check[i]);
+    console.log(`the kernel and the copy-engine fallback gathered the same bytes: ${same}`);
+  }
   releaseEvent(0, event);
   pinnedPool.release(table);
   pinnedPool.release(hostChunk);

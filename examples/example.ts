@@ -8,12 +8,12 @@
  * @module
  */
 
-import { deviceCount, disposeAll, startCopy } from "../mod.ts";
+import { cudaStatus, deviceCount, disposeAll, startCopy } from "../mod.ts";
 import { createBatchMetaData } from "./reference_batch.ts";
 
 const device = deviceCount() > 0 ? "cuda:0" : "cpu";
 if (device === "cpu") {
-  console.log('notice: no CUDA device found; running the example on "cpu" instead of "cuda:0"');
+  console.log(`notice: ${cudaStatus().message}; running the example on "cpu" instead of "cuda:0"`);
 }
 
 // 1. Build the batch meta-data (in training, it comes from the data loader).

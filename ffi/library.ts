@@ -1,75 +1,86 @@
 /**
- * Finds and loads the native shim. The only file that calls `Deno.dlopen`.
+ * Loads the native shim. The only file that calls `Deno.dlopen`.
  *
- * Lookup order: `MTC_SHIM_PATH`, then `native/build/libmtc.so` beside this
- * package (resolved from `import.meta.url`, never from the working directory).
- * The library is opened once, when this module is first imported, and kept
- * open for the life of the process (never `dlclose`d: pending nonblocking
- * calls may still run in it). Failing to open it is not an error until the
- * shim is used, so code that never touches CUDA (planning, traversal, the
- * CPU target) runs without it.
+ * The shim is located (see `shim_file.ts`: `MTC_SHIM_PATH`, the checkout's
+ * prebuilt binary, or a verified copy in the user cache) and opened once,
+ * when this module is first imported, and kept open for the life of the
+ * process (never closed: pending nonblocking calls may still run in it).
+ * Importing never throws: a failure is kept and reported when the shim is
+ * used, so code that never touches CUDA (planning, traversal, the CPU
+ * target) runs without it, and `deviceCount()` can answer 0.
  *
  * @module
  */
 
-import { ABI_VERSION, symbols } from "./symbols.ts";
+import { locateShim, type ShimFile } from "./shim_file.ts";
+import { SHIM_SOURCE_HASH } from "./prebuilt.ts";
+import { ABI_VERSION, symbols, testAidSymbols } from "./symbols.ts";
 
 /** The loaded shim. */
 export type ShimLibrary = Deno.DynamicLibrary<typeof symbols>;
 
-const BUILD_COMMAND = "deno task build";
-let cached: ShimLibrary | undefined;
-let failure: unknown;
+/** The test-aid build's extra symbols, when that build is the loaded shim. */
+export type TestAidLibrary = Deno.DynamicLibrary<typeof testAidSymbols>;
 
-function tryGetEnv(name: string): string | undefined {
-  try {
-    return Deno.env.get(name);
-  } catch (error) {
-    // Without --allow-env the override is simply not consulted.
-    if (error instanceof Deno.errors.NotCapable) return undefined;
-    throw error;
-  }
+let library: ShimLibrary | undefined;
+let file: ShimFile | undefined;
+let failure: Error | undefined;
+
+/**
+ * Returns the loaded shim.
+ *
+ * @throws {Error} why it could not be found or loaded (names the path and
+ * what to do)
+ */
+export function getLibrary(): ShimLibrary {
+  if (library) return library;
+  throw failure ?? new Error("The @mtc/core native shim is not loaded");
 }
 
-function candidatePath(): string {
-  const override = tryGetEnv("MTC_SHIM_PATH");
-  if (override) return override;
-  const url = new URL("../native/build/libmtc.so", import.meta.url);
-  if (url.protocol !== "file:") {
-    throw new Error(
-      `Cannot load the @mtc/core native shim from ${url.href}: it must be a local file; build it with "${BUILD_COMMAND}" in a local checkout and set MTC_SHIM_PATH to its path`,
-    );
-  }
-  return decodeURIComponent(url.pathname);
+/** Where the loaded shim came from, or why none is loaded. */
+export function shimInfo(): { file?: ShimFile; error?: Error } {
+  return { file, error: failure };
 }
 
 /**
- * Returns the loaded shim, loading it on first use.
- *
- * @throws {Error} when the library is missing or of another ABI version; the
- * message names the path tried and the command that builds it.
+ * Opens the test-aid symbols of the loaded shim: present only when it is
+ * the test-aid build (`MTC_SHIM_PATH=native/build/libmtc_testaid.so`, as
+ * `deno task test` sets), else `undefined`.
  */
-export function getLibrary(): ShimLibrary {
-  if (cached) return cached;
-  if (failure) throw failure;
+export function openTestAids(): TestAidLibrary | undefined {
+  if (!library || !file) return undefined;
   try {
-    cached = open();
-  } catch (error) {
-    failure = error;
-    throw error;
+    return Deno.dlopen(file.path, testAidSymbols);
+  } catch {
+    return undefined;
   }
-  return cached;
 }
 
-function open(): ShimLibrary {
-  const path = candidatePath();
+function cString(pointer: Deno.PointerValue): string {
+  return pointer === null ? "" : Deno.UnsafePointerView.getCString(pointer);
+}
+
+function open(found: ShimFile): ShimLibrary {
+  const { path, origin } = found;
   let lib: ShimLibrary;
   try {
     lib = Deno.dlopen(path, symbols);
   } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) throw error;
+    if (error instanceof Deno.errors.NotCapable) {
+      throw new Error(
+        `Loading the @mtc/core native shim (${path}) needs --allow-ffi`,
+        { cause: error },
+      );
+    }
+    const fix = origin === "MTC_SHIM_PATH"
+      ? "check MTC_SHIM_PATH, or unset it to use the prebuilt shim"
+      : origin === "checkout"
+      ? 'run "deno task build" to rebuild it'
+      : "remove the file to have it fetched again, or set MTC_SHIM_PATH";
     throw new Error(
-      `Cannot load the @mtc/core native shim at "${path}": run "${BUILD_COMMAND}" to build it (needs the CUDA toolkit), or set MTC_SHIM_PATH to a built libmtc.so`,
+      `Cannot load the @mtc/core native shim at "${path}" (${origin}): ${
+        (error as Error).message
+      }; ${fix}`,
       { cause: error },
     );
   }
@@ -77,17 +88,29 @@ function open(): ShimLibrary {
   if (version !== ABI_VERSION) {
     lib.close();
     throw new Error(
-      `Cannot use the @mtc/core native shim at "${path}": its ABI version is ${version}, expected ${ABI_VERSION}; rebuild it with "${BUILD_COMMAND}"`,
+      `Cannot use the @mtc/core native shim at "${path}" (${origin}): its ABI version is ${version}, this package needs ${ABI_VERSION}; ${
+        origin === "MTC_SHIM_PATH"
+          ? 'rebuild it with "deno task build" or unset MTC_SHIM_PATH'
+          : 'rebuild it with "deno task build"'
+      }`,
+    );
+  }
+  const built = cString(lib.symbols.mtc_source_hash());
+  if (origin === "checkout" && built !== SHIM_SOURCE_HASH) {
+    lib.close();
+    throw new Error(
+      `The prebuilt @mtc/core native shim at "${path}" was built from other sources (${built}) than ffi/prebuilt.ts names (${SHIM_SOURCE_HASH}); run "deno task build"`,
     );
   }
   return lib;
 }
 
 // Open at import time: a library opened inside a test would be reported as
-// a leak by Deno's resource sanitizer, and opening is cheap (cudart touches
-// the driver only on the first CUDA call).
+// a leak by Deno's resource sanitizer; opening is cheap (the driver is
+// opened on the first CUDA call, not here).
 try {
-  getLibrary();
-} catch {
-  // Reported on first use instead.
+  file = await locateShim();
+  library = open(file);
+} catch (error) {
+  failure = error instanceof Error ? error : new Error(String(error));
 }

@@ -7,25 +7,25 @@
 
 import { getLibrary, type ShimLibrary } from "./library.ts";
 
-/** cudaErrorNotReady: an event or stream still has work pending. */
+/** CUDA_ERROR_NOT_READY: an event or stream still has work pending. */
 const CUDA_NOT_READY = 600;
 
 /**
- * A CUDA runtime call failed. The message names the operation and the CUDA
+ * A CUDA driver call failed. The message names the operation and the CUDA
  * error, e.g. `Cannot allocate 4096 bytes of device memory on cuda:0:
- * cudaErrorMemoryAllocation (2): out of memory`.
+ * CUDA_ERROR_OUT_OF_MEMORY (2): out of memory`.
  *
  * @example Telling CUDA failures apart from argument errors
  * ```ts
  * import { CudaError } from "./native.ts";
- * const error = new CudaError(2, "cudaErrorMemoryAllocation", "out of memory", "allocate device memory");
- * console.assert(error.cudaName === "cudaErrorMemoryAllocation");
+ * const error = new CudaError(2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory", "allocate device memory");
+ * console.assert(error.cudaName === "CUDA_ERROR_OUT_OF_MEMORY");
  * ```
  */
 export class CudaError extends Error {
-  /** The numeric status (`cudaError_t`, or an `MTC_E_*` code of the shim). */
+  /** The numeric status (a `CUresult`, or an `MTC_E_*` code of the shim above 100000). */
   readonly code: number;
-  /** The CUDA error name, e.g. `"cudaErrorMemoryAllocation"`. */
+  /** The CUDA error name, e.g. `"CUDA_ERROR_OUT_OF_MEMORY"`. */
   readonly cudaName: string;
   /** What was being done, e.g. `"allocate 4096 bytes of device memory"`. */
   readonly op: string;
@@ -46,7 +46,7 @@ function sym(): ShimLibrary["symbols"] {
 }
 
 const out = new Float64Array(4);
-const outI32 = new Int32Array(1);
+const statusOut = new Int32Array(3);
 
 function cString(pointer: Deno.PointerValue): string {
   return pointer === null ? "unknown error" : Deno.UnsafePointerView.getCString(pointer);
@@ -69,14 +69,46 @@ function check(status: number, op: string | (() => string)): void {
   }
 }
 
-let devices: number | undefined;
-/** Number of usable CUDA devices; 0 without a driver or GPU. Cached. */
-export function deviceCount(): number {
-  if (devices === undefined) {
-    check(sym().mtc_device_count(outI32), "count CUDA devices");
-    devices = outI32[0];
-  }
-  return devices;
+/** What the shim found of the CUDA driver (see `mtc_cuda_status`). */
+export interface DriverStatus {
+  /** 0 when CUDA is usable (with 0 or more devices), else why not. */
+  readonly status: number;
+  /** The error's name, e.g. `"MTC_ERROR_NO_DRIVER"` (`""` when status is 0). */
+  readonly name: string;
+  /** The error's text. */
+  readonly text: string;
+  /** The dynamic loader's message, or a missing entry point's name. */
+  readonly detail: string;
+  /** The driver's CUDA version as `cuDriverGetVersion` writes it (12040), 0 when unknown. */
+  readonly driverVersion: number;
+  /** The oldest driver version the shim accepts. */
+  readonly minDriverVersion: number;
+  /** Usable devices. */
+  readonly deviceCount: number;
+}
+
+/** Shim status code: libcuda.so.1 cannot be loaded (native/driver.h). */
+export const MTC_E_NO_DRIVER = 100003;
+/** Shim status code: the driver is older than the shim accepts. */
+export const MTC_E_DRIVER_TOO_OLD = 100004;
+
+/**
+ * Loads the CUDA driver (once) and says what it found.
+ *
+ * @throws {Error} only when the shim itself is not loaded
+ */
+export function driverStatus(): DriverStatus {
+  const s = sym();
+  const status = s.mtc_cuda_status(statusOut);
+  return {
+    status,
+    name: status === 0 ? "" : cString(s.mtc_error_name(status)),
+    text: status === 0 ? "" : cString(s.mtc_error_string(status)),
+    detail: cString(s.mtc_cuda_status_detail()),
+    driverVersion: statusOut[0],
+    deviceCount: statusOut[1],
+    minDriverVersion: statusOut[2],
+  };
 }
 
 /** Allocates page-locked, mapped host memory; returns its address. */
@@ -143,14 +175,6 @@ export function eventSynchronizeOffThread(event: number): Promise<number> {
   return sym().mtc_event_synchronize_nonblocking(event);
 }
 
-/** Makes the library stream of `device` wait for `event`. */
-export function streamWaitEvent(device: number, event: number): void {
-  check(
-    sym().mtc_stream_wait_event(device, event),
-    () => `order the stream of cuda:${device} after an event`,
-  );
-}
-
 /** Queues a copy between two CUDA-visible addresses, then records `event` (0: none). */
 export function copyAsync(
   device: number,
@@ -179,20 +203,6 @@ export function copyFromBuffer(
   );
 }
 
-/** Copies device bytes into a JS buffer, synchronously and stream-ordered. */
-export function copyToBuffer(
-  device: number,
-  dst: ArrayBufferView,
-  offset: number,
-  src: number,
-  bytes: number,
-): void {
-  check(
-    sym().mtc_copy_to_buffer(device, dst, offset, src, bytes),
-    () => `copy ${bytes} bytes from cuda:${device} to host`,
-  );
-}
-
 /** Copies host memory into pinned memory, then queues pinned → device. */
 export function stageAndCopy(
   device: number,
@@ -205,24 +215,6 @@ export function stageAndCopy(
     sym().mtc_stage_and_copy(device, dst, pinned, src, bytes),
     () => `stage and copy ${bytes} bytes to cuda:${device}`,
   );
-}
-
-/** Copies `bytes` of a JS buffer (from `offset`) to a host address. */
-export function hostWrite(
-  dst: number,
-  src: ArrayBufferView,
-  offset: number,
-  bytes: number,
-): void {
-  check(
-    sym().mtc_host_write(dst, src, offset, bytes),
-    () => `write ${bytes} bytes to host memory`,
-  );
-}
-
-/** Plain host memcpy between two addresses. */
-export function hostCopy(dst: number, src: number, bytes: number): void {
-  sym().mtc_memcpy(dst, src, bytes);
 }
 
 /** Peer copy across devices, ordered with both library streams. */
@@ -244,9 +236,9 @@ export function copyPeer(
 /**
  * Gathers `count` tensors listed in `table` (pinned, mapped; 3 doubles per
  * entry: source address, offset in `dst`, bytes) into `dst` with one kernel
- * (or, with `withCopyEngines`, one `cudaMemcpyBatchAsync`, kept for the
- * benchmark's comparison); then copies `bytes` of `dst` to `hostDst` (0: no
- * copy) and records `event` (0: none), all on the library stream of `device`.
+ * (or one copy per entry where the driver cannot load the device code);
+ * then copies `bytes` of `dst` to `hostDst` (0: no copy) and records `event`
+ * (0: none), all on the library stream of `device`.
  */
 export function gather(
   device: number,
@@ -256,22 +248,11 @@ export function gather(
   hostDst: number,
   bytes: number,
   event: number,
-  withCopyEngines = false,
 ): void {
-  const s = sym();
-  const status = withCopyEngines
-    ? s.mtc_gather_batch(device, table, count, dst, hostDst, bytes, event)
-    : s.mtc_gather(device, table, count, dst, hostDst, bytes, event);
-  check(status, () => `gather ${count} tensors on cuda:${device}`);
-}
-
-/**
- * Keeps the library stream of `device` busy for `microseconds` (a kernel
- * that waits on the GPU clock), so that work queued after it is certainly
- * in flight for that long. For tests only.
- */
-export function delayStream(device: number, microseconds: number): void {
-  check(sym().mtc_delay_stream(device, microseconds), () => `delay the stream of cuda:${device}`);
+  check(
+    sym().mtc_gather(device, table, count, dst, hostDst, bytes, event),
+    () => `gather ${count} tensors on cuda:${device}`,
+  );
 }
 
 /** Waits for all work queued on the library stream of `device`. */
@@ -280,39 +261,6 @@ export function streamSynchronize(device: number): void {
     sym().mtc_stream_synchronize(device),
     () => `synchronize the stream of cuda:${device}`,
   );
-}
-
-/** Free and total device memory of `device`, in bytes. */
-export function memInfo(device: number): { free: number; total: number } {
-  check(
-    sym().mtc_mem_info(device, out),
-    () => `read memory info of cuda:${device}`,
-  );
-  return { free: out[0], total: out[1] };
-}
-
-/** Process-wide shim counters (allocations are what pools must avoid). */
-export interface ShimCounters {
-  /** `cudaHostAlloc` calls. */
-  hostAllocs: number;
-  /** `cudaMallocAsync` calls. */
-  deviceAllocs: number;
-  /** Transfers queued (host↔device, device↔device, peer). */
-  copies: number;
-  /** Gather kernels launched. */
-  kernels: number;
-}
-
-/** Reads the shim's counters. */
-export function counters(): ShimCounters {
-  const values = new Float64Array(4);
-  sym().mtc_counters(values);
-  return {
-    hostAllocs: values[0],
-    deviceAllocs: values[1],
-    copies: values[2],
-    kernels: values[3],
-  };
 }
 
 /**

@@ -1,5 +1,7 @@
 /**
- * The shim's symbol table: data only. Every parameter carries its C type.
+ * The product shim's symbol table: data only, exactly the exports of
+ * `native/mtc.c` (CI compares it with the binary). Every parameter carries
+ * its C type.
  *
  * Addresses, handles and byte counts cross as `f64` (C `addr_t`/`double`):
  * addresses are below 2^48 so doubles hold them exactly, and f64 parameters
@@ -8,21 +10,23 @@
  * @module
  */
 
-/** The ABI version `native/mtc.cu` reports; a mismatched library is refused. */
-export const ABI_VERSION = 5;
+/** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
+export const ABI_VERSION = 6;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
   // int32_t mtc_abi_version(void)
   mtc_abi_version: { parameters: [], result: "i32" },
+  // const char* mtc_source_hash(void): SHA-256 of the sources it was built from
+  mtc_source_hash: { parameters: [], result: "pointer" },
   // const char* mtc_error_name(int32_t code)
   mtc_error_name: { parameters: ["i32"], result: "pointer" },
   // const char* mtc_error_string(int32_t code)
   mtc_error_string: { parameters: ["i32"], result: "pointer" },
-  // int32_t mtc_device_count(int32_t* out)
-  mtc_device_count: { parameters: ["buffer"], result: "i32" },
-  // void mtc_counters(double out[4])
-  mtc_counters: { parameters: ["buffer"], result: "void" },
+  // int32_t mtc_cuda_status(int32_t out[3]): [driver version, devices, minimum driver]
+  mtc_cuda_status: { parameters: ["buffer"], result: "i32" },
+  // const char* mtc_cuda_status_detail(void)
+  mtc_cuda_status_detail: { parameters: [], result: "pointer" },
   // int32_t mtc_host_alloc(double bytes, double* out_addr)
   mtc_host_alloc: { parameters: ["f64", "buffer"], result: "i32" },
   // int32_t mtc_host_free(addr_t p)
@@ -46,8 +50,6 @@ export const symbols = {
     result: "i32",
     nonblocking: true,
   },
-  // int32_t mtc_stream_wait_event(int32_t device, addr_t event)
-  mtc_stream_wait_event: { parameters: ["i32", "f64"], result: "i32" },
   // int32_t mtc_copy_async(int32_t device, addr_t dst, addr_t src, double bytes, addr_t event_or_0)
   mtc_copy_async: {
     parameters: ["i32", "f64", "f64", "f64", "f64"],
@@ -58,20 +60,11 @@ export const symbols = {
     parameters: ["i32", "f64", "buffer", "f64", "f64"],
     result: "i32",
   },
-  // int32_t mtc_copy_to_buffer(int32_t device, uint8_t* dst, double offset, addr_t src, double bytes)
-  mtc_copy_to_buffer: {
-    parameters: ["i32", "buffer", "f64", "f64", "f64"],
-    result: "i32",
-  },
   // int32_t mtc_stage_and_copy(int32_t device, addr_t dst, addr_t pinned, addr_t src, double bytes)
   mtc_stage_and_copy: {
     parameters: ["i32", "f64", "f64", "f64", "f64"],
     result: "i32",
   },
-  // int32_t mtc_host_write(addr_t dst, const uint8_t* src, double offset, double bytes)
-  mtc_host_write: { parameters: ["f64", "buffer", "f64", "f64"], result: "i32" },
-  // void mtc_memcpy(addr_t dst, addr_t src, double bytes)
-  mtc_memcpy: { parameters: ["f64", "f64", "f64"], result: "void" },
   // int32_t mtc_copy_peer(int32_t dst_device, addr_t dst, int32_t src_device, addr_t src, double bytes,
   //                       addr_t fence_a, addr_t fence_b)
   mtc_copy_peer: {
@@ -84,16 +77,26 @@ export const symbols = {
     parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
     result: "i32",
   },
-  // int32_t mtc_gather_batch(int32_t device, addr_t table, int32_t count, addr_t dst,
-  //                          addr_t host_dst_or_0, double bytes, addr_t event_or_0)
-  mtc_gather_batch: {
-    parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
-    result: "i32",
-  },
-  // int32_t mtc_delay_stream(int32_t device, double microseconds)  (a test aid)
-  mtc_delay_stream: { parameters: ["i32", "f64"], result: "i32" },
   // int32_t mtc_stream_synchronize(int32_t device)
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
+} as const satisfies Deno.ForeignLibraryInterface;
+
+/**
+ * Symbols that only the test-aid build (`native/build/libmtc_testaid.so`,
+ * the product plus `native/testaid.c`) exports.
+ */
+export const testAidSymbols = {
+  // void mtc_counters(double out[4]): host allocs, device allocs, copies, kernels
+  mtc_counters: { parameters: ["buffer"], result: "void" },
+  // int32_t mtc_delay_stream(int32_t device, double microseconds)
+  mtc_delay_stream: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_copy_to_buffer(int32_t device, uint8_t* dst, double offset, addr_t src, double bytes)
+  mtc_copy_to_buffer: {
+    parameters: ["i32", "buffer", "f64", "f64", "f64"],
+    result: "i32",
+  },
   // int32_t mtc_mem_info(int32_t device, double out[2])
   mtc_mem_info: { parameters: ["i32", "buffer"], result: "i32" },
+  // void mtc_disable_kernels(int32_t disabled)
+  mtc_disable_kernels: { parameters: ["i32"], result: "void" },
 } as const satisfies Deno.ForeignLibraryInterface;

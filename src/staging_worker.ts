@@ -4,15 +4,18 @@
  * while the DMAs of earlier slots run, the next piece is copied into the
  * next slot.
  *
- * Messages in: `{ id, pieces: Float64Array }` with 4 doubles per piece
- * (device, destination address, source address, bytes) and `{ close: true }`.
- * Messages out: `{ id, error?: string }` once every piece is queued, and
- * `{ closed: true }`.
+ * Messages in: `{ id, pieces: Float64Array }` with
+ * {@linkcode PIECE_FIELDS} doubles per piece (device, destination address,
+ * source address, bytes) and `{ close: true }`. Messages out:
+ * `{ id, error?: string }` once every piece is queued, and `{ closed: true }`.
+ *
+ * The pool (`worker_pool.ts`) imports this module statically, so that it is
+ * part of the module graph that `deno cache` fetches (an offline machine can
+ * then start the Workers); it installs its message handler only when it runs
+ * as a Worker.
  *
  * @module
  */
-
-/// <reference lib="deno.worker" />
 
 import {
   eventCreate,
@@ -23,7 +26,12 @@ import {
   hostFree,
   stageAndCopy,
 } from "../ffi/native.ts";
-import { SLOT_BYTES } from "./worker_pool.ts";
+
+/** Bytes per pinned staging slot of a worker; a piece is at most this large. */
+export const SLOT_BYTES = 2 * 1024 * 1024;
+
+/** Doubles per piece in a message: device, destination, source, bytes. */
+export const PIECE_FIELDS = 4;
 
 interface Slot {
   address: number;
@@ -59,18 +67,19 @@ function waitIdle(slot: Slot): void {
 }
 
 function stage(pieces: Float64Array): void {
-  for (let i = 0, n = pieces.length / 4; i < n; i++) {
-    const device = pieces[4 * i];
+  for (let i = 0, n = pieces.length / PIECE_FIELDS; i < n; i++) {
+    const at = PIECE_FIELDS * i;
+    const device = pieces[at];
     const ring = getSlots(device);
     const slot = ring[i % ring.length];
     waitIdle(slot);
-    stageAndCopy(device, pieces[4 * i + 1], slot.address, pieces[4 * i + 2], pieces[4 * i + 3]);
+    stageAndCopy(device, pieces[at + 1], slot.address, pieces[at + 2], pieces[at + 3]);
     eventRecord(device, slot.event);
     slot.busy = true;
   }
 }
 
-self.onmessage = (event: MessageEvent) => {
+function onMessage(event: MessageEvent): void {
   const message = event.data;
   if (message.close) {
     for (const slots of slotsByDevice.values()) {
@@ -81,16 +90,29 @@ self.onmessage = (event: MessageEvent) => {
       }
     }
     slotsByDevice.clear();
-    self.postMessage({ closed: true });
+    scope.postMessage({ closed: true });
     return;
   }
   try {
     stage(message.pieces);
-    self.postMessage({ id: message.id });
+    scope.postMessage({ id: message.id });
   } catch (error) {
-    self.postMessage({
+    scope.postMessage({
       id: message.id,
       error: String(error instanceof Error ? error.message : error),
     });
   }
-};
+}
+
+// The worker global scope, typed here: this module is also loaded on the
+// main thread (see above), whose global types are the window's.
+interface WorkerScope {
+  postMessage(message: unknown): void;
+  onmessage: ((event: MessageEvent) => void) | null;
+}
+const scope = globalThis as unknown as WorkerScope;
+const workerScopeClass = (globalThis as { WorkerGlobalScope?: abstract new () => unknown })
+  .WorkerGlobalScope;
+if (workerScopeClass !== undefined && globalThis instanceof workerScopeClass) {
+  scope.onmessage = onMessage;
+}

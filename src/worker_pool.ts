@@ -8,8 +8,9 @@
  * @module
  */
 
-/** Bytes per pinned staging slot of a worker; a piece is at most this large. */
-export const SLOT_BYTES = 2 * 1024 * 1024;
+import { PIECE_FIELDS, SLOT_BYTES } from "./staging_worker.ts";
+
+export { SLOT_BYTES };
 
 /** Workers close after this long without work. */
 export const IDLE_CLOSE_MS = 1000;
@@ -99,10 +100,10 @@ export async function stageOnWorkers(pieces: readonly StagingPiece[]): Promise<v
       // Contiguous ranges keep each worker's reads sequential.
       const from = Math.floor((w * pieces.length) / count);
       const to = Math.floor(((w + 1) * pieces.length) / count);
-      const table = new Float64Array((to - from) * 4);
+      const table = new Float64Array((to - from) * PIECE_FIELDS);
       for (let i = from; i < to; i++) {
         const p = pieces[i];
-        table.set([p.device, p.dst, p.src, p.bytes], (i - from) * 4);
+        table.set([p.device, p.dst, p.src, p.bytes], (i - from) * PIECE_FIELDS);
       }
       const id = nextId++;
       const waiter = Promise.withResolvers<void>();

@@ -1,14 +1,18 @@
 /**
- * Helpers for GPU tests: reading device bytes back with a plain synchronous
- * cudaMemcpy (independent of the code under test), and building inputs.
+ * Helpers for GPU tests: reading device bytes back (with the test aid's
+ * plain synchronous copy where it is loaded, independent of the code under
+ * test; else through startCopy), and building inputs.
  */
 
-import { copyToBuffer } from "../../ffi/native.ts";
+import { testAids } from "../../ffi/test_aids.ts";
 import { deviceCount, type Tensor, type TypedArray } from "../../mod.ts";
 import { random } from "../../examples/reference_batch.ts";
 
-/** True where GPU tests can run. */
-export const hasGpu: boolean = deviceCount() > 0;
+/**
+ * True where GPU tests can run: a GPU, and the test-aid build loaded (as
+ * `deno task test` does), since the tests read device bytes back with it.
+ */
+export const hasGpu: boolean = deviceCount() > 0 && testAids !== undefined;
 
 /** The bytes of a tensor wherever it lives (device tensors are read back). */
 export function bytesOf(value: Tensor | TypedArray): Uint8Array {
@@ -22,7 +26,8 @@ export function bytesOf(value: Tensor | TypedArray): Uint8Array {
   const out = new Uint8Array(value.byteLength);
   const device = Number(value.device.slice(5));
   const address = value.ptr === null ? 0 : Number(Deno.UnsafePointer.value(value.ptr));
-  copyToBuffer(device, out, 0, address, value.byteLength);
+  if (!testAids) throw new Error("reading device bytes back needs the test aids (deno task test)");
+  testAids.copyToBuffer(device, out, 0, address, value.byteLength);
   return out;
 }
 

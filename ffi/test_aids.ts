@@ -1,0 +1,87 @@
+/**
+ * Checked wrappers over the test aids of the test-aid build
+ * (`native/build/libmtc_testaid.so`: the product shim plus
+ * `native/testaid.c`). Tests and benchmarks only; the product shim does not
+ * export these. `deno task test` loads that build through `MTC_SHIM_PATH`;
+ * elsewhere {@linkcode testAids} is `undefined` and tests that need it are
+ * ignored.
+ *
+ * @module
+ */
+
+import { openTestAids } from "./library.ts";
+import { cudaError } from "./native.ts";
+
+const library = openTestAids();
+
+function check(status: number, op: string): void {
+  if (status !== 0) throw cudaError(status, op);
+}
+
+/** Process-wide counters of the shim's CUDA calls since the process started. */
+export interface ShimCounters {
+  /** `cuMemHostAlloc` calls. */
+  hostAllocs: number;
+  /** `cuMemAllocAsync` calls. */
+  deviceAllocs: number;
+  /** Transfers queued (host↔device, device↔device, peer). */
+  copies: number;
+  /** Gather kernels launched. */
+  kernels: number;
+}
+
+/** The test aids, or `undefined` where the loaded shim is the product build. */
+export const testAids = library && {
+  /** Reads the shim's counters (allocations are what the pools must avoid). */
+  counters(): ShimCounters {
+    const values = new Float64Array(4);
+    library.symbols.mtc_counters(values);
+    return {
+      hostAllocs: values[0],
+      deviceAllocs: values[1],
+      copies: values[2],
+      kernels: values[3],
+    };
+  },
+
+  /**
+   * Keeps the library stream of `device` busy for `microseconds` (a kernel
+   * that waits on the GPU clock), so that work queued after it is certainly
+   * in flight for that long.
+   */
+  delayStream(device: number, microseconds: number): void {
+    check(
+      library.symbols.mtc_delay_stream(device, microseconds),
+      `delay the stream of cuda:${device}`,
+    );
+  },
+
+  /** Copies device bytes into a JS buffer, synchronously and stream-ordered. */
+  copyToBuffer(
+    device: number,
+    dst: ArrayBufferView,
+    offset: number,
+    src: number,
+    bytes: number,
+  ): void {
+    check(
+      library.symbols.mtc_copy_to_buffer(device, dst, offset, src, bytes),
+      `copy ${bytes} bytes from cuda:${device} to host`,
+    );
+  },
+
+  /** Free and total device memory of `device`, in bytes. */
+  memInfo(device: number): { free: number; total: number } {
+    const out = new Float64Array(2);
+    check(library.symbols.mtc_mem_info(device, out), `read memory info of cuda:${device}`);
+    return { free: out[0], total: out[1] };
+  },
+
+  /**
+   * Makes gathers take the copy-engine path (`true`), as they do where the
+   * driver cannot load the device code, or the kernel again (`false`).
+   */
+  disableKernels(disabled: boolean): void {
+    library.symbols.mtc_disable_kernels(disabled ? 1 : 0);
+  },
+};

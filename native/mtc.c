@@ -1,0 +1,287 @@
+// @mtc/core native shim: a small, boring C ABI over the CUDA driver API.
+//
+// Every export is `mtc_*`, returns an int32 status (0 = OK, otherwise a
+// CUresult or an MTC_E_* code) and writes results through out-pointers.
+// The driver (libcuda.so.1) is opened with dlopen on first use (driver.c),
+// so this library loads on any Linux machine and says why CUDA cannot be
+// used where it cannot. Device code is compiled ahead of time into a fat
+// binary embedded below and loaded with cuModuleLoadData. The exports are
+// exactly the symbols of ffi/symbols.ts; test aids live in testaid.c.
+
+#include <string.h>
+
+#include "gather_entry.h"
+#include "generated/gather_fatbin.h"
+#include "shim.h"
+
+// Bumped whenever an export changes; the loader refuses any other version.
+#define MTC_ABI_VERSION 6
+
+#ifndef MTC_SOURCE_HASH
+#error "build with -DMTC_SOURCE_HASH=<sha256 of the shim's sources> (native/build.sh)"
+#endif
+// Kept as one string in the binary, so that CI can read it from a binary it
+// cannot load (another architecture) with grep.
+static const char source_marker[] __attribute__((used)) = "MTC_SOURCE_HASH=" MTC_SOURCE_HASH;
+
+#define GATHER_MODULE 0
+
+MTC_EXPORT int32_t mtc_abi_version(void) { return MTC_ABI_VERSION; }
+
+// The SHA-256 of the sources this binary was built from (native/build.sh).
+MTC_EXPORT const char *mtc_source_hash(void) { return source_marker + strlen("MTC_SOURCE_HASH="); }
+
+MTC_EXPORT const char *mtc_error_name(int32_t code) {
+  switch (code) {
+    case MTC_E_BAD_DEVICE: return "MTC_ERROR_BAD_DEVICE";
+    case MTC_E_BAD_ARGUMENT: return "MTC_ERROR_BAD_ARGUMENT";
+    case MTC_E_NO_DRIVER: return "MTC_ERROR_NO_DRIVER";
+    case MTC_E_DRIVER_TOO_OLD: return "MTC_ERROR_DRIVER_TOO_OLD";
+    case MTC_E_MISSING_SYMBOL: return "MTC_ERROR_MISSING_SYMBOL";
+  }
+  const char *name = NULL;
+  if (mtc_cu.cuGetErrorName && mtc_cu.cuGetErrorName(code, &name) == CUDA_SUCCESS && name) {
+    return name;
+  }
+  return "CUDA_ERROR_UNRECOGNIZED";
+}
+
+MTC_EXPORT const char *mtc_error_string(int32_t code) {
+  switch (code) {
+    case MTC_E_BAD_DEVICE: return "device index out of range";
+    case MTC_E_BAD_ARGUMENT: return "invalid argument";
+    case MTC_E_NO_DRIVER: return "the NVIDIA driver library libcuda.so.1 cannot be loaded";
+    case MTC_E_DRIVER_TOO_OLD: return "the NVIDIA driver is too old";
+    case MTC_E_MISSING_SYMBOL: return "the NVIDIA driver lacks an entry point the shim needs";
+  }
+  const char *text = NULL;
+  if (mtc_cu.cuGetErrorString && mtc_cu.cuGetErrorString(code, &text) == CUDA_SUCCESS && text) {
+    return text;
+  }
+  return "unrecognized CUDA error code";
+}
+
+// Loads the driver if needed and says whether CUDA can be used: returns 0 or
+// why not (MTC_E_NO_DRIVER, MTC_E_DRIVER_TOO_OLD, MTC_E_MISSING_SYMBOL, or a
+// CUresult of cuInit). out: [driver's CUDA version (0: unknown), device
+// count, the minimum driver version]. No device is status 0, count 0.
+MTC_EXPORT int32_t mtc_cuda_status(int32_t *out) {
+  int version = 0, count = 0;
+  const char *detail;
+  int st = mtc_driver_status(&version, &count, &detail);
+  out[0] = version;
+  out[1] = count;
+  out[2] = MTC_MIN_DRIVER_VERSION;
+  return st;
+}
+
+// The dynamic loader's message when libcuda.so.1 could not be opened, or
+// the name of a missing driver entry point; "" otherwise.
+MTC_EXPORT const char *mtc_cuda_status_detail(void) {
+  int version, count;
+  const char *detail;
+  mtc_driver_status(&version, &count, &detail);
+  return detail;
+}
+
+// Page-locked, portable and mapped host memory: any device may DMA from it
+// and kernels may read it through its (UVA-identical) address.
+MTC_EXPORT int32_t mtc_host_alloc(double bytes, double *out) {
+  int st = mtc_use_device(0);
+  if (st) return st;
+  void *p = NULL;
+  st = mtc_cu.cuMemHostAlloc(&p, (size_t)bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+  if (st) return st;
+  MTC_COUNT(MTC_COUNT_HOST_ALLOCS);
+  *out = ADDR(p);
+  return 0;
+}
+
+MTC_EXPORT int32_t mtc_host_free(addr_t p) {
+  int st = mtc_use_device(0);
+  if (st) return st;
+  return mtc_cu.cuMemFreeHost(PTR(p));
+}
+
+// Stream-ordered device allocation on the library stream of `device`.
+MTC_EXPORT int32_t mtc_device_alloc(int32_t device, double bytes, double *out) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  CUdeviceptr p = 0;
+  st = mtc_cu.cuMemAllocAsync(&p, (size_t)bytes, s);
+  if (st) return st;
+  MTC_COUNT(MTC_COUNT_DEVICE_ALLOCS);
+  *out = (double)p;
+  return 0;
+}
+
+MTC_EXPORT int32_t mtc_device_free(int32_t device, addr_t p) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  return mtc_cu.cuMemFreeAsync(DPTR(p), s);
+}
+
+// Events belong to a device (its primary context): one recorded on another
+// device's stream fails, so the device is explicit.
+MTC_EXPORT int32_t mtc_event_create(int32_t device, double *out) {
+  int st = mtc_use_device(device);
+  if (st) return st;
+  CUevent e;
+  st = mtc_cu.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+  if (st) return st;
+  *out = ADDR(e);
+  return 0;
+}
+
+MTC_EXPORT int32_t mtc_event_destroy(addr_t e) {
+  int st = mtc_driver_load();
+  if (st) return st;
+  return mtc_cu.cuEventDestroy((CUevent)PTR(e));
+}
+
+MTC_EXPORT int32_t mtc_event_record(int32_t device, addr_t e) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  return mtc_cu.cuEventRecord((CUevent)PTR(e), s);
+}
+
+// 0 when complete, CUDA_ERROR_NOT_READY (600) while pending, else the failure.
+MTC_EXPORT int32_t mtc_event_query(addr_t e) {
+  int st = mtc_driver_load();
+  if (st) return st;
+  return mtc_cu.cuEventQuery((CUevent)PTR(e));
+}
+
+// Blocks the calling thread (a Deno blocking-pool thread) until `e` is done.
+MTC_EXPORT int32_t mtc_event_synchronize(addr_t e) {
+  int st = mtc_driver_load();
+  if (st) return st;
+  return mtc_cu.cuEventSynchronize((CUevent)PTR(e));
+}
+
+// One async copy between CUDA-visible addresses (pinned host or device) on
+// the stream of `device`, then (if `event` is not 0) an event record after
+// it: the whole submission of a packed chunk in one call. With unified
+// addressing the driver infers the direction from the addresses.
+MTC_EXPORT int32_t mtc_copy_async(int32_t device, addr_t dst, addr_t src, double bytes, addr_t event) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  if (bytes > 0) {
+    st = mtc_cu.cuMemcpyAsync(DPTR(dst), DPTR(src), (size_t)bytes, s);
+    if (st) return st;
+    MTC_COUNT(MTC_COUNT_COPIES);
+  }
+  if (event) return mtc_cu.cuEventRecord((CUevent)PTR(event), s);
+  return 0;
+}
+
+// Host-to-device copy straight from a JS buffer (pageable memory). For
+// pageable sources the driver snapshots the bytes before returning, so the
+// JS buffer may be reused as soon as this call returns.
+MTC_EXPORT int32_t mtc_copy_from_buffer(int32_t device, addr_t dst, const uint8_t *src, double offset,
+                                        double bytes) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  if (bytes <= 0) return 0;
+  if (src == NULL) return MTC_E_BAD_ARGUMENT;
+  st = mtc_cu.cuMemcpyHtoDAsync(DPTR(dst), src + (size_t)offset, (size_t)bytes, s);
+  if (st) return st;
+  MTC_COUNT(MTC_COUNT_COPIES);
+  return 0;
+}
+
+// Stages `bytes` from pageable host memory into pinned memory (plain memcpy
+// on the calling thread), then queues the pinned->device copy on the stream.
+// Staging workers call this per piece, so staging and DMA overlap.
+MTC_EXPORT int32_t mtc_stage_and_copy(int32_t device, addr_t dst, addr_t pinned, addr_t src, double bytes) {
+  if (bytes <= 0) return 0;
+  memcpy(PTR(pinned), PTR(src), (size_t)bytes);
+  return mtc_copy_async(device, dst, pinned, bytes, 0);
+}
+
+// Peer copy from `src` on `src_device` to `dst` on `dst_device`, ordered
+// after all work already queued on both library streams, and later work on
+// both streams ordered after it. `fence_a` (of dst_device) and `fence_b` (of
+// src_device) are scratch events.
+MTC_EXPORT int32_t mtc_copy_peer(int32_t dst_device, addr_t dst, int32_t src_device, addr_t src,
+                                 double bytes, addr_t fence_a, addr_t fence_b) {
+  CUstream sd, ss;
+  int st = mtc_stream_for(dst_device, &sd);
+  if (st) return st;
+  st = mtc_cu.cuEventRecord((CUevent)PTR(fence_a), sd);
+  if (st) return st;
+  st = mtc_stream_for(src_device, &ss);
+  if (st) return st;
+  st = mtc_cu.cuStreamWaitEvent(ss, (CUevent)PTR(fence_a), 0);
+  if (st) return st;
+  if (bytes > 0) {
+    st = mtc_cu.cuMemcpyPeerAsync(DPTR(dst), mtc_context(dst_device), DPTR(src),
+                                  mtc_context(src_device), (size_t)bytes, ss);
+    if (st) return st;
+    MTC_COUNT(MTC_COUNT_COPIES);
+  }
+  st = mtc_cu.cuEventRecord((CUevent)PTR(fence_b), ss);
+  if (st) return st;
+  return mtc_cu.cuStreamWaitEvent(sd, (CUevent)PTR(fence_b), 0);
+}
+
+// The gather without device code: one device-to-device copy per entry. Used
+// where the driver cannot load the fat binary (a driver older than the
+// device code needs and no PTX JIT for it); correct, and slower.
+static int gather_on_copy_engines(CUstream s, const struct mtc_gather_entry *table, int32_t count,
+                                  addr_t dst) {
+  for (int32_t i = 0; i < count; i++) {
+    if (table[i].bytes <= 0) continue;
+    int st = mtc_cu.cuMemcpyAsync(DPTR(dst) + (CUdeviceptr)table[i].dst_offset,
+                                  DPTR(table[i].src), (size_t)table[i].bytes, s);
+    if (st) return st;
+    MTC_COUNT(MTC_COUNT_COPIES);
+  }
+  return 0;
+}
+
+// Gathers `count` device tensors of `device` listed in `table` (pinned,
+// mapped) into the packed device buffer `dst` (one kernel), then optionally
+// copies `bytes` of it to `host_dst` (one transfer) and records `event`.
+// This is how many small GPU tensors leave the device with one DMA.
+MTC_EXPORT int32_t mtc_gather(int32_t device, addr_t table, int32_t count, addr_t dst, addr_t host_dst,
+                              double bytes, addr_t event) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  if (count < 0) return MTC_E_BAD_ARGUMENT;
+  if (count > 0) {
+    CUfunction kernel = NULL;
+    if (MTC_KERNELS_DISABLED() ||
+        mtc_function(device, GATHER_MODULE, mtc_gather_fatbin, "mtc_gather_kernel", &kernel) != 0) {
+      st = gather_on_copy_engines(s, (const struct mtc_gather_entry *)PTR(table), count, dst);
+    } else {
+      void *entries = PTR(table);
+      void *out = PTR(dst);
+      void *args[] = {&entries, &out};
+      st = mtc_cu.cuLaunchKernel(kernel, (unsigned)count, 1, 1, 256, 1, 1, 0, s, args, NULL);
+      if (st == 0) MTC_COUNT(MTC_COUNT_KERNELS);
+    }
+    if (st) return st;
+  }
+  if (host_dst && bytes > 0) {
+    st = mtc_cu.cuMemcpyAsync(DPTR(host_dst), DPTR(dst), (size_t)bytes, s);
+    if (st) return st;
+    MTC_COUNT(MTC_COUNT_COPIES);
+  }
+  if (event) return mtc_cu.cuEventRecord((CUevent)PTR(event), s);
+  return 0;
+}
+
+// Waits until everything queued on the library stream of `device` is done.
+MTC_EXPORT int32_t mtc_stream_synchronize(int32_t device) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  return mtc_cu.cuStreamSynchronize(s);
+}

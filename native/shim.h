@@ -1,0 +1,40 @@
+// Internal interface between the product shim (mtc.c) and the test-aid
+// build (testaid.c), which is the product compiled with MTC_TEST_AIDS plus
+// the aids' own exports. The product shim exports none of this.
+
+#ifndef MTC_SHIM_H
+#define MTC_SHIM_H
+
+#include <stdint.h>
+
+#include "driver.h"
+
+#define MTC_EXPORT __attribute__((visibility("default")))
+
+// Addresses, sizes and handles cross the FFI boundary as doubles: user-space
+// and device addresses are below 2^48, so a double holds them exactly, and
+// Deno passes doubles on its fast path with no BigInt or pointer object.
+typedef double addr_t;
+#define PTR(a) ((void *)(uintptr_t)(uint64_t)(a))
+#define DPTR(a) ((CUdeviceptr)(uint64_t)(a))
+#define ADDR(p) ((double)(uintptr_t)(p))
+
+// Counters that the test aids read to prove that steady state allocates
+// nothing: [host allocations, device allocations, copies, kernel launches].
+#define MTC_COUNT_HOST_ALLOCS 0
+#define MTC_COUNT_DEVICE_ALLOCS 1
+#define MTC_COUNT_COPIES 2
+#define MTC_COUNT_KERNELS 3
+#ifdef MTC_TEST_AIDS
+extern int64_t mtc_counts[4] MTC_HIDDEN;
+// Set by a test aid: gathers take the copy-engine path, as they do where the
+// driver cannot load the device code.
+extern int mtc_kernels_disabled MTC_HIDDEN;
+#define MTC_COUNT(which) __atomic_fetch_add(&mtc_counts[which], 1, __ATOMIC_RELAXED)
+#define MTC_KERNELS_DISABLED() __atomic_load_n(&mtc_kernels_disabled, __ATOMIC_RELAXED)
+#else
+#define MTC_COUNT(which) ((void)0)
+#define MTC_KERNELS_DISABLED() 0
+#endif
+
+#endif

@@ -1,0 +1,68 @@
+// Test aids, built only into native/build/libmtc_testaid.so together with
+// the product sources (compiled with MTC_TEST_AIDS), never into the product
+// shim: tests need the product's own streams, so the aids live in the same
+// library as a separate build. Loaded by `deno task test` through
+// MTC_SHIM_PATH; ffi/test_aids.ts wraps them.
+
+#include <string.h>
+
+#include "generated/delay_fatbin.h"
+#include "shim.h"
+
+#define DELAY_MODULE 1
+
+int64_t mtc_counts[4];
+int mtc_kernels_disabled;
+
+// Reads the counters: [host allocations, device allocations, copies,
+// kernel launches] since the process started.
+MTC_EXPORT void mtc_counters(double *out) {
+  for (int i = 0; i < 4; i++) out[i] = (double)__atomic_load_n(&mtc_counts[i], __ATOMIC_RELAXED);
+}
+
+// Queues a one-thread kernel that keeps the library stream of `device` busy
+// for `microseconds`, so that work queued after it is in flight for certain.
+MTC_EXPORT int32_t mtc_delay_stream(int32_t device, double microseconds) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  CUfunction kernel;
+  st = mtc_function(device, DELAY_MODULE, mtc_delay_fatbin, "mtc_delay_kernel", &kernel);
+  if (st) return st;
+  uint64_t nanoseconds = (uint64_t)(microseconds * 1000.0);
+  void *args[] = {&nanoseconds};
+  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+}
+
+// Synchronous device-to-host copy into a JS buffer, ordered after everything
+// queued on the library stream: how tests read device bytes back without
+// the code under test.
+MTC_EXPORT int32_t mtc_copy_to_buffer(int32_t device, uint8_t *dst, double offset, addr_t src,
+                                      double bytes) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  if (bytes <= 0) return 0;
+  if (dst == NULL) return MTC_E_BAD_ARGUMENT;
+  st = mtc_cu.cuMemcpyDtoHAsync(dst + (size_t)offset, DPTR(src), (size_t)bytes, s);
+  if (st) return st;
+  return mtc_cu.cuStreamSynchronize(s);
+}
+
+// Bytes of free and total device memory, for out-of-memory tests.
+MTC_EXPORT int32_t mtc_mem_info(int32_t device, double *out) {
+  int st = mtc_use_device(device);
+  if (st) return st;
+  size_t free_bytes = 0, total_bytes = 0;
+  st = mtc_cu.cuMemGetInfo(&free_bytes, &total_bytes);
+  if (st) return st;
+  out[0] = (double)free_bytes;
+  out[1] = (double)total_bytes;
+  return 0;
+}
+
+// Makes gathers take the copy-engine path (1) or the kernel again (0), the
+// path they take where the driver cannot load the device code.
+MTC_EXPORT void mtc_disable_kernels(int32_t disabled) {
+  __atomic_store_n(&mtc_kernels_disabled, disabled, __ATOMIC_RELAXED);
+}
