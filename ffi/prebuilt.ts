@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "d92f674890814e3b0069cc19c7d352864f66a94af9db3fc655a1f93de115060d";
+export const SHIM_SOURCE_HASH = "c2eecfd7f38d6689ad65de3e8b477a159dac68b27077c3809f335fc8b65b2f72";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 120704,
-    sha256: "2c4ca815941d7ef974adb4d61046f605eee1c15744651d638d3d9382d7b6416e",
+    sha256: "0df778315201a373b1c544475e3ef70cc473e44c72525ea762aba4e3bc700427",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132936,
-    sha256: "8642874976bc02c47e73d27e64f87eb6125bfe1997198a5b9eeb5ae5d6b32226",
+    sha256: "e6ac477319b47e58dc46b32894bc0630819ca2c18e7564f3fc1cdbd90a7d7968",
   },
 };

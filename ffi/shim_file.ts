@@ -143,11 +143,7 @@ async function cachedCopy(url: URL, shim: PrebuiltShim, root: string): Promise<S
         { cause: error },
       );
     }
-    if (!(error instanceof Deno.errors.NotFound)) {
-      throw new Error(`Cannot read the cached @mtc/core native shim ${path}: ${error}`, {
-        cause: error,
-      });
-    }
+    if (!(error instanceof Deno.errors.NotFound)) throw unusableCache(path, root, error);
   }
   if (cached && await sha256Hex(cached) === shim.sha256) return { path, origin: "cache" };
   // Missing, truncated or corrupt: fetch a fresh copy and replace it.
@@ -209,11 +205,15 @@ async function writeAtomically(
         { cause: error },
       );
     }
-    throw new Error(
-      `Cannot write the @mtc/core native shim to the cache ${path} (${error}): make ${root} writable, set XDG_CACHE_HOME to a writable directory, or set MTC_SHIM_PATH`,
-      { cause: error },
-    );
+    throw unusableCache(path, root, error);
   }
+}
+
+function unusableCache(path: string, root: string, error: unknown): Error {
+  return new Error(
+    `Cannot use the @mtc/core native shim cache at ${path} (${error}): make ${root} a writable directory, set XDG_CACHE_HOME to one, or set MTC_SHIM_PATH`,
+    { cause: error },
+  );
 }
 
 /** The lowercase hex SHA-256 of `bytes`. */

@@ -97,10 +97,12 @@ EOF
 build_test_aids() {
   local cc
   if ! cc=$(compiler_for "$native_platform"); then
-    echo "note: no C compiler: the test aids are not built and the GPU tests that need them are ignored" >&2
-    return 0
+    echo "error: no C compiler (cc, gcc or clang): the test-aid build that \"deno task test\" loads cannot be built" >&2
+    return 1
   fi
   compile "$cc" "$here/build/libmtc_testaid.so" -DMTC_TEST_AIDS "$here/testaid.c"
+  # A product build of another ABI version, for the loader's refusal test.
+  compile "$cc" "$here/build/libmtc_abi999.so" -DMTC_ABI_VERSION=999
 }
 
 check() {
