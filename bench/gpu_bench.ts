@@ -278,7 +278,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   const hostChunk = pinnedPool.acquire(end);
   const event = acquireEvent(0);
   const wait = (): void => {
-    while (eventStatus(event) === -1) { /* spin */ }
+    while (eventStatus(0, event) === -1) { /* spin */ }
   };
   const gatherOnce = (): void => {
     gather(0, table.address, sources.length, scratch.address, hostChunk.address, end, event);

@@ -148,9 +148,9 @@ export function eventCreate(device: number): number {
   return out[0];
 }
 
-/** Destroys an event from {@linkcode eventCreate}. */
-export function eventDestroy(event: number): void {
-  check(sym().mtc_event_destroy(event), "destroy a CUDA event");
+/** Destroys an event of `device` from {@linkcode eventCreate}. */
+export function eventDestroy(device: number, event: number): void {
+  check(sym().mtc_event_destroy(device, event), () => `destroy a CUDA event of cuda:${device}`);
 }
 
 /** Records `event` on the library stream of `device`. */
@@ -165,14 +165,14 @@ export function eventRecord(device: number, event: number): void {
  * Returns 0 when the event completed, -1 while pending, or the CUDA status
  * of a failure (never throws, so that `ready()` can call it).
  */
-export function eventStatus(event: number): number {
-  const status = sym().mtc_event_query(event);
+export function eventStatus(device: number, event: number): number {
+  const status = sym().mtc_event_query(device, event);
   return status === CUDA_NOT_READY ? -1 : status;
 }
 
-/** Waits for `event` on a Deno blocking-pool thread; 0 or a CUDA status. */
-export function eventSynchronizeOffThread(event: number): Promise<number> {
-  return sym().mtc_event_synchronize_nonblocking(event);
+/** Waits for `event` of `device` on a Deno blocking-pool thread; 0 or a CUDA status. */
+export function eventSynchronizeOffThread(device: number, event: number): Promise<number> {
+  return sym().mtc_event_synchronize_nonblocking(device, event);
 }
 
 /** Queues a copy between two CUDA-visible addresses, then records `event` (0: none). */

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "c2eecfd7f38d6689ad65de3e8b477a159dac68b27077c3809f335fc8b65b2f72";
+export const SHIM_SOURCE_HASH = "96f579623ed1a4041b7ece34a4aa2fe07826d1dfe4a3e22cee220c769ce5ed9c";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 120704,
-    sha256: "0df778315201a373b1c544475e3ef70cc473e44c72525ea762aba4e3bc700427",
+    sha256: "4c5a785758aad286daa0ea340329d05f3c680849482bad87041437fdd5b42801",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132936,
-    sha256: "e6ac477319b47e58dc46b32894bc0630819ca2c18e7564f3fc1cdbd90a7d7968",
+    sha256: "7fa7ff9ebe99f4ace34b620d0d8c4d2312272171eee744615d744237a39da6ed",
   },
 };

@@ -17,7 +17,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 6
+#define MTC_ABI_VERSION 7
 #endif
 
 #ifndef MTC_SOURCE_HASH
@@ -138,8 +138,11 @@ MTC_EXPORT int32_t mtc_event_create(int32_t device, double *out) {
   return 0;
 }
 
-MTC_EXPORT int32_t mtc_event_destroy(addr_t e) {
-  int st = mtc_driver_load();
+// The event calls make the event's device current first: driver API calls
+// act on the calling thread's context, and the waits run on threads (Deno's
+// blocking pool, staging Workers) that may not have one yet.
+MTC_EXPORT int32_t mtc_event_destroy(int32_t device, addr_t e) {
+  int st = mtc_use_device(device);
   if (st) return st;
   return mtc_cu.cuEventDestroy((CUevent)PTR(e));
 }
@@ -152,15 +155,15 @@ MTC_EXPORT int32_t mtc_event_record(int32_t device, addr_t e) {
 }
 
 // 0 when complete, CUDA_ERROR_NOT_READY (600) while pending, else the failure.
-MTC_EXPORT int32_t mtc_event_query(addr_t e) {
-  int st = mtc_driver_load();
+MTC_EXPORT int32_t mtc_event_query(int32_t device, addr_t e) {
+  int st = mtc_use_device(device);
   if (st) return st;
   return mtc_cu.cuEventQuery((CUevent)PTR(e));
 }
 
 // Blocks the calling thread (a Deno blocking-pool thread) until `e` is done.
-MTC_EXPORT int32_t mtc_event_synchronize(addr_t e) {
-  int st = mtc_driver_load();
+MTC_EXPORT int32_t mtc_event_synchronize(int32_t device, addr_t e) {
+  int st = mtc_use_device(device);
   if (st) return st;
   return mtc_cu.cuEventSynchronize((CUevent)PTR(e));
 }

@@ -117,7 +117,7 @@ export class AsyncCopyHandle<R> {
     if (!this.#submitted) return false;
     const events = this.#job!.events;
     for (let i = 0; i < events.length; i++) {
-      const status = eventStatus(events[i].event);
+      const status = eventStatus(events[i].device, events[i].event);
       if (status === -1) return false;
       if (status !== 0) {
         this.#fail(cudaError(status, "complete the copy"));
@@ -172,7 +172,7 @@ export class AsyncCopyHandle<R> {
     while (this.#state === PENDING) {
       const events = job.events;
       for (let i = 0; i < events.length; i++) {
-        const status = await eventSynchronizeOffThread(events[i].event);
+        const status = await eventSynchronizeOffThread(events[i].device, events[i].event);
         if (status !== 0 && this.#state === PENDING) {
           this.#fail(cudaError(status, "complete the copy"));
         }

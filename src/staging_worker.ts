@@ -34,6 +34,7 @@ export const SLOT_BYTES = 2 * 1024 * 1024;
 export const PIECE_FIELDS = 4;
 
 interface Slot {
+  device: number;
   address: number;
   event: number;
   busy: boolean;
@@ -48,6 +49,7 @@ function getSlots(device: number): Slot[] {
   let slots = slotsByDevice.get(device);
   if (!slots) {
     slots = [0, 1, 2, 3].map(() => ({
+      device,
       address: hostAlloc(SLOT_BYTES),
       event: eventCreate(device),
       busy: false,
@@ -61,7 +63,9 @@ function waitIdle(slot: Slot): void {
   if (!slot.busy) return;
   // Blocking this worker's thread is the point: the main thread stays free.
   let status: number;
-  while ((status = eventStatus(slot.event)) === -1) { /* spin: a 2 MiB DMA takes ~40 us */ }
+  while (
+    (status = eventStatus(slot.device, slot.event)) === -1
+  ) { /* spin: a 2 MiB DMA takes ~40 us */ }
   if (status !== 0) throw new Error(`CUDA error ${status} while waiting for a staging slot`);
   slot.busy = false;
 }
@@ -85,7 +89,7 @@ function onMessage(event: MessageEvent): void {
     for (const slots of slotsByDevice.values()) {
       for (const slot of slots) {
         waitIdle(slot);
-        eventDestroy(slot.event);
+        eventDestroy(slot.device, slot.event);
         hostFree(slot.address);
       }
     }
