@@ -6,8 +6,10 @@
  *
  * Messages in: `{ id, pieces: Float64Array }` with
  * {@linkcode PIECE_FIELDS} doubles per piece (device, destination address,
- * source address, bytes) and `{ close: true }`. Messages out:
- * `{ id, error?: string }` once every piece is queued, and `{ closed: true }`.
+ * source address, bytes) and `{ close: true }`. Messages out: `{ ready: true }`
+ * once the module is evaluated and its handler installed (nothing may be
+ * posted to it before), `{ id, error?: string }` once every piece is queued,
+ * and `{ closed: true }`.
  *
  * The pool (`worker_pool.ts`) imports this module statically, so that it is
  * part of the module graph that `deno cache` fetches (an offline machine can
@@ -119,4 +121,6 @@ const workerScopeClass = (globalThis as { WorkerGlobalScope?: abstract new () =>
   .WorkerGlobalScope;
 if (workerScopeClass !== undefined && globalThis instanceof workerScopeClass) {
   scope.onmessage = onMessage;
+  // The pool posts nothing before this (see `PoolWorker.ready`).
+  scope.postMessage({ ready: true });
 }

@@ -25,6 +25,13 @@ export interface StagingPiece {
 
 interface PoolWorker {
   worker: Worker;
+  /**
+   * Settles when the worker has evaluated its module and installed its
+   * message handler. Its imports load the shim with a top-level await, and a
+   * message that arrives before the handler exists is lost, so nothing is
+   * posted to a worker before it says it is ready.
+   */
+  ready: PromiseWithResolvers<void>;
   pending: Map<number, PromiseWithResolvers<void>>;
 }
 
@@ -45,8 +52,10 @@ function start(): PoolWorker[] {
     const worker = new Worker(new URL("./staging_worker.ts", import.meta.url), {
       type: "module",
     });
-    const entry: PoolWorker = { worker, pending: new Map() };
+    const entry: PoolWorker = { worker, ready: Promise.withResolvers(), pending: new Map() };
+    entry.ready.promise.catch(() => {}); // reported through the jobs that wait for it
     worker.onmessage = (event: MessageEvent) => {
+      if (event.data.ready) return entry.ready.resolve();
       const { id, error } = event.data;
       const waiter = entry.pending.get(id);
       if (!waiter) return;
@@ -56,9 +65,9 @@ function start(): PoolWorker[] {
     };
     worker.onerror = (event: ErrorEvent) => {
       event.preventDefault();
-      for (const waiter of entry.pending.values()) {
-        waiter.reject(new Error(`A staging worker failed: ${event.message}`));
-      }
+      const error = new Error(`A staging worker failed: ${event.message}`);
+      entry.ready.reject(error);
+      for (const waiter of entry.pending.values()) waiter.reject(error);
       entry.pending.clear();
     };
     workers.push(entry);
@@ -107,9 +116,12 @@ export async function stageOnWorkers(pieces: readonly StagingPiece[]): Promise<v
       }
       const id = nextId++;
       const waiter = Promise.withResolvers<void>();
-      pool[w].pending.set(id, waiter);
-      pool[w].worker.postMessage({ id, pieces: table }, [table.buffer]);
-      jobs.push(waiter.promise);
+      const entry = pool[w];
+      entry.pending.set(id, waiter);
+      jobs.push(entry.ready.promise.then(() => {
+        entry.worker.postMessage({ id, pieces: table }, [table.buffer]);
+        return waiter.promise;
+      }));
     }
     await Promise.all(jobs);
   } finally {
@@ -138,13 +150,17 @@ export async function closeWorkers(): Promise<void> {
   idleTimer = undefined;
   const closing = workers;
   workers = [];
-  await Promise.all(closing.map(({ worker }) =>
+  await Promise.all(closing.map(({ worker, ready }) =>
     new Promise<void>((resolve) => {
-      worker.onmessage = () => {
+      const stop = (): void => {
         worker.terminate();
         resolve();
       };
-      worker.postMessage({ close: true });
+      worker.onmessage = (event: MessageEvent) => {
+        if (event.data.ready) ready.resolve();
+        else if (event.data.closed) stop();
+      };
+      ready.promise.then(() => worker.postMessage({ close: true }), stop);
     })
   ));
 }
