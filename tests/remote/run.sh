@@ -45,8 +45,12 @@ echo "remote: serving the package at $url ($(sed -n 's/^listening [0-9]* (\(.*\)
 mkdir -p "$work/consumer" "$work/deno_dir" "$work/cache"
 sed "s|\"\\.\\./\\.\\./|\"$url/|g" "$repo/tests/remote/consumer.ts" >"$work/consumer/main.ts"
 
+# The user's library path stays (the driver may be found through it, as in
+# containers), less any CUDA toolkit directory.
+clean_ld_path=$(echo "${LD_LIBRARY_PATH:-}" | tr ':' '\n' | grep -v -i cuda | paste -sd: - || true)
+
 run_consumer() {
-  (cd "$work/consumer" && env -i PATH="$clean_path" HOME="$work/home" \
+  (cd "$work/consumer" && env -i PATH="$clean_path" HOME="$work/home" LD_LIBRARY_PATH="$clean_ld_path" \
     DENO_DIR="$work/deno_dir" XDG_CACHE_HOME="$work/cache" NO_COLOR=1 \
     "$deno_bin" run --no-check --allow-import="127.0.0.1:$port" --allow-net="127.0.0.1:$port" \
     --allow-ffi --allow-read="$work/cache" --allow-write="$work/cache" \

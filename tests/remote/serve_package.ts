@@ -13,6 +13,10 @@ const root = new URL("../../", import.meta.url);
 const listing = await new Deno.Command(Deno.execPath(), {
   args: ["publish", "--dry-run", "--allow-dirty"],
   cwd: root,
+  // Only what `deno publish` needs (an inherited LD_LIBRARY_PATH would need
+  // --allow-run for everything).
+  clearEnv: true,
+  env: { PATH: Deno.env.get("PATH") ?? "", HOME: Deno.env.get("HOME") ?? "/" },
   stdout: "piped",
   stderr: "piped",
 }).output();
