@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "96f579623ed1a4041b7ece34a4aa2fe07826d1dfe4a3e22cee220c769ce5ed9c";
+export const SHIM_SOURCE_HASH = "b80072ed3c8c9124c59af090cca4e8f976f4a09361dabd2cbdc0ba2fef8a01c9";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 120704,
-    sha256: "4c5a785758aad286daa0ea340329d05f3c680849482bad87041437fdd5b42801",
+    sha256: "4f13b62e20290634dd88f28f04ace049cb98da0c49d031168a88ffcdbefa3416",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132936,
-    sha256: "7fa7ff9ebe99f4ace34b620d0d8c4d2312272171eee744615d744237a39da6ed",
+    sha256: "bf45a26caefa946b1d8ed3070391cb40c30447787f484877e3e4fb08742eb49b",
   },
 };

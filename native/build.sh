@@ -103,6 +103,13 @@ build_test_aids() {
   compile "$cc" "$here/build/libmtc_testaid.so" -DMTC_TEST_AIDS "$here/testaid.c"
   # A product build of another ABI version, for the loader's refusal test.
   compile "$cc" "$here/build/libmtc_abi999.so" -DMTC_ABI_VERSION=999
+  # Stand-ins for libcuda.so.1: one too old, one new enough but incomplete.
+  local version
+  for version in 10020 12000; do
+    mkdir -p "$here/build/stub-driver-$version"
+    "$cc" -std=c11 -O2 -fPIC -shared -Wall -Werror -DSTUB_DRIVER_VERSION="$version" \
+      -o "$here/build/stub-driver-$version/libcuda.so.1" "$here/test_driver_stub.c"
+  done
 }
 
 check() {

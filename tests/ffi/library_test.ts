@@ -112,3 +112,30 @@ Deno.test("the package version in ffi/shim_file.ts (it keys the cache) is deno.j
   const config = JSON.parse(await Deno.readTextFile(`${root}deno.json`));
   assert.equal(PACKAGE_VERSION, config.version);
 });
+
+Deno.test("a driver older than the shim needs: 0 devices, both versions named, one warning", async () => {
+  const { code, stdout, stderr } = await runScript(reportStatus, {
+    flags: ALL,
+    env: { LD_LIBRARY_PATH: `${root}native/build/stub-driver-10020` },
+  });
+  assert.equal(code, 0, stderr);
+  const status = parse(stdout);
+  assert.equal(status.count, 0);
+  assert.equal(status.reason, "driver-too-old");
+  assert.match(
+    status.message,
+    /supports CUDA 10\.2, older than the CUDA 11\.2 that @mtc\/core needs/,
+  );
+  assert.equal(stderr.match(/@mtc\/core: /g)?.length, 1, stderr);
+  assert.match(stdout, /cpu copy: cpu/);
+});
+
+Deno.test("a driver that lacks an entry point is named, not loaded", async () => {
+  const { stdout, stderr } = await runScript(reportStatus, {
+    flags: ALL,
+    env: { LD_LIBRARY_PATH: `${root}native/build/stub-driver-12000` },
+  });
+  const status = parse(stdout);
+  assert.equal(status.reason, "driver-error", stderr);
+  assert.match(status.message, /MTC_ERROR_MISSING_SYMBOL \(100005\).*\(cuInit\)/);
+});

@@ -81,6 +81,31 @@ Deno.test({
 });
 
 Deno.test({
+  ignore: !hasGpu || !testAids,
+  name:
+    "where the driver cannot load the gather kernel, gathers fall back to one copy per tensor, bit-exact",
+  async fn() {
+    const batch = createBatchMetaData(16, 7);
+    const nonEmpty = flatten(batch).filter((t) => t.byteLength > 0).length;
+    const onDevice = await startCopy(batch, "cuda:0").get();
+    testAids!.disableKernels(true);
+    try {
+      const before = testAids!.counters();
+      const back = await startCopy(onDevice, "cpu").get();
+      const after = testAids!.counters();
+      assert.equal(after.kernels - before.kernels, 0);
+      // One device-to-device copy per non-empty tensor, then the one transfer.
+      assert.equal(after.copies - before.copies, nonEmpty + 1);
+      assertRoundTrip(batch, back, "cpu");
+      disposeAll(back);
+    } finally {
+      testAids!.disableKernels(false);
+      disposeAll(onDevice);
+    }
+  },
+});
+
+Deno.test({
   ...gpu,
   name: "chained copies without awaiting the data in between are ordered",
   async fn() {
