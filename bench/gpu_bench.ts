@@ -32,11 +32,11 @@ import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves, walk } from "../src/traverse.ts";
 import { LeafTable } from "../src/start_copy.ts";
 import { resolveOptions } from "../src/options.ts";
-import { pinnedBuffer, pinnedPool, pinnedView } from "../src/pinned_memory.ts";
-import { devicePool } from "../src/device_memory.ts";
-import { acquireEvent, releaseEvent } from "../src/event_pool.ts";
+import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memory.ts";
+import { devicePool } from "../src/memory/device_memory.ts";
+import { acquireEvent, releaseEvent } from "../src/memory/event_pool.ts";
 import type { TypedArrayConstructor } from "../src/dtype.ts";
-import { closeWorkers } from "../src/worker_pool.ts";
+import { closeWorkers } from "../src/staging/worker_pool.ts";
 
 if (deviceCount() === 0) {
   console.log("No CUDA device: the GPU benchmark needs one (see ../shared/GPU.md).");

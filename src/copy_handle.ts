@@ -19,7 +19,7 @@
  */
 
 import { cudaError, eventStatus, eventSynchronizeOffThread } from "../ffi/native.ts";
-import { releaseEvent } from "./event_pool.ts";
+import { releaseEvent } from "./memory/event_pool.ts";
 
 /** Longest synchronous poll `get()` makes before waiting off-thread. */
 export const SPIN_MICROSECONDS = 30;

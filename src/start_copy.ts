@@ -17,7 +17,7 @@ import {
   gather,
   streamSynchronize,
 } from "../ffi/native.ts";
-import type { Block, BlockPool } from "./block_pool.ts";
+import type { Block, BlockPool } from "./memory/block_pool.ts";
 import {
   AsyncCopyHandle,
   type CopyJob,
@@ -26,7 +26,7 @@ import {
   reapFinished,
 } from "./copy_handle.ts";
 import { CPU, parseDevice } from "./device.ts";
-import { devicePool } from "./device_memory.ts";
+import { devicePool } from "./memory/device_memory.ts";
 import {
   type DType,
   dtypeOfArray,
@@ -34,12 +34,12 @@ import {
   type TypedArray,
   type TypedArrayConstructor,
 } from "./dtype.ts";
-import { acquireEvent, releaseEvent } from "./event_pool.ts";
+import { acquireEvent, releaseEvent } from "./memory/event_pool.ts";
 import { type ResolvedOptions, resolveOptions, type StartCopyOptions } from "./options.ts";
 import { type ChunkPlan, packCandidates, planPacking, SequentialPacker } from "./pack_plan.ts";
-import { pinnedPool, pinnedView } from "./pinned_memory.ts";
+import { pinnedPool, pinnedView } from "./memory/pinned_memory.ts";
 import { borrowList, type NumberList, returnList } from "./number_list.ts";
-import { Storage } from "./storage.ts";
+import { Storage } from "./memory/storage.ts";
 import {
   bindTensor,
   createTensor,
@@ -51,7 +51,7 @@ import {
   tensorStorage,
 } from "./tensor.ts";
 import { type Leaf, type LeafSink, walk } from "./traverse.ts";
-import { splitIntoPieces, stageOnWorkers, type StagingPiece } from "./worker_pool.ts";
+import { splitIntoPieces, stageOnWorkers, type StagingPiece } from "./staging/worker_pool.ts";
 import { addressOf } from "../ffi/native.ts";
 
 /**

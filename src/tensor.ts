@@ -19,8 +19,8 @@ import {
   isDType,
   type TypedArray,
 } from "./dtype.ts";
-import { pinnedBuffer } from "./pinned_memory.ts";
-import type { Storage } from "./storage.ts";
+import { pinnedBuffer } from "./memory/pinned_memory.ts";
+import type { Storage } from "./memory/storage.ts";
 
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];

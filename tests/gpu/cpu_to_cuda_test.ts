@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
-import { closeWorkers } from "../../src/worker_pool.ts";
+import { closeWorkers } from "../../src/staging/worker_pool.ts";
 import { addressOf, bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -146,7 +146,7 @@ Deno.test({
   ...gpu,
   name: "startCopy() outputs share a chunk that returns to the pool when all are disposed",
   async fn() {
-    const { devicePool } = await import("../../src/device_memory.ts");
+    const { devicePool } = await import("../../src/memory/device_memory.ts");
     const pool = devicePool(0);
     const inUse = pool.stats().inUseBytes;
     const result = await startCopy([new Float32Array(4), new Float32Array(4)], "cuda:0").get();

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, type Tensor } from "../../mod.ts";
-import { pinnedPool } from "../../src/pinned_memory.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
 // The stream-delay kernel is a test aid: `deno task test` loads the test-aid build.

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import { CudaError, disposeAll, startCopy, Tensor } from "../../mod.ts";
-import { devicePool } from "../../src/device_memory.ts";
-import { pinnedPool } from "../../src/pinned_memory.ts";
-import { closeWorkers } from "../../src/worker_pool.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { closeWorkers } from "../../src/staging/worker_pool.ts";
 import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };

@@ -11,9 +11,9 @@
  * @module
  */
 
-import { hostAlloc, hostArrayBuffer, hostFree } from "../ffi/native.ts";
+import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
 import { type Block, BlockPool } from "./block_pool.ts";
-import type { TypedArray, TypedArrayConstructor } from "./dtype.ts";
+import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
 
 interface PinnedCache {
   buffer: ArrayBuffer;

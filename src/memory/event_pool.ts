@@ -6,7 +6,7 @@
  * @module
  */
 
-import { eventCreate } from "../ffi/native.ts";
+import { eventCreate } from "../../ffi/native.ts";
 
 const idle: number[][] = [];
 

@@ -9,7 +9,7 @@
  * @module
  */
 
-import { deviceAlloc, deviceFree } from "../ffi/native.ts";
+import { deviceAlloc, deviceFree } from "../../ffi/native.ts";
 import { BlockPool } from "./block_pool.ts";
 
 const pools: BlockPool[] = [];

@@ -27,7 +27,7 @@ import {
   hostAlloc,
   hostFree,
   stageAndCopy,
-} from "../ffi/native.ts";
+} from "../../ffi/native.ts";
 
 /** Bytes per pinned staging slot of a worker; a piece is at most this large. */
 export const SLOT_BYTES = 2 * 1024 * 1024;

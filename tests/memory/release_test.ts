@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { releaseCachedMemory } from "../mod.ts";
+import { releaseCachedMemory } from "../../mod.ts";
 
 Deno.test("releaseCachedMemory() frees nothing when no pool holds idle memory", () => {
   releaseCachedMemory();

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type Block, BlockPool } from "../src/block_pool.ts";
+import { type Block, BlockPool } from "../../src/memory/block_pool.ts";
 
 /** A fake allocator: addresses from a counter, records frees. */
 function fakeAllocator(failAbove = Infinity) {

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { closeWorkers, poolSize, stageOnWorkers } from "../src/worker_pool.ts";
+import { closeWorkers, poolSize, stageOnWorkers } from "../../src/staging/worker_pool.ts";
 
 Deno.test("staging Workers that are closed as soon as they start still close (nothing posted before they are ready)", async () => {
   // The workers' imports load the shim with a top-level await; a message
