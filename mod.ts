@@ -17,7 +17,8 @@
  * @module
  */
 
-export { startCopy, WORKER_MIN_BYTES } from "./src/start_copy.ts";
+export { startCopy } from "./src/start_copy.ts";
+export { WORKER_MIN_BYTES } from "./src/staging/worker_pool.ts";
 export type { CopyResult } from "./src/start_copy.ts";
 export { AsyncCopyHandle } from "./src/copy_handle.ts";
 export type { CopyStats } from "./src/copy_handle.ts";

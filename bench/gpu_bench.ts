@@ -30,7 +30,7 @@ import { testAids } from "../ffi/test_aids.ts";
 import { deviceCount, disposeAll, startCopy, type Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves, walk } from "../src/traverse.ts";
-import { LeafTable } from "../src/start_copy.ts";
+import { Route } from "../src/route.ts";
 import { resolveOptions } from "../src/options.ts";
 import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memory.ts";
 import { devicePool } from "../src/memory/device_memory.ts";
@@ -104,7 +104,7 @@ function naiveToDevice(arrays: TypedArray[]): () => void {
   return () => {
     const addresses = arrays.map((array) => {
       const address = deviceAlloc(0, Math.max(array.byteLength, 1));
-      copyFromBuffer(0, address, array, 0, array.byteLength);
+      copyFromBuffer({ device: 0, dst: address, src: array });
       streamSynchronize(0);
       return address;
     });
@@ -118,7 +118,7 @@ function handWrittenToDevice(arrays: TypedArray[]): { run: () => void; free: () 
   return {
     run: () => {
       for (let i = 0; i < arrays.length; i++) {
-        copyFromBuffer(0, addresses[i], arrays[i], 0, arrays[i].byteLength);
+        copyFromBuffer({ device: 0, dst: addresses[i], src: arrays[i] });
       }
       streamSynchronize(0);
     },
@@ -201,7 +201,7 @@ const breakdown: Record<string, number> = {};
     const t0 = performance.now();
     walk(ref16, identity);
     const t1 = performance.now();
-    walk(ref16, new LeafTable(0, resolveOptions(undefined)));
+    walk(ref16, new Route(0, resolveOptions(undefined)));
     const t2 = performance.now();
     let offset = 0;
     for (const src of sources) {
@@ -211,7 +211,13 @@ const breakdown: Record<string, number> = {};
       offset += size + ((16 - (size % 16)) % 16);
     }
     const t3 = performance.now();
-    copyAsync(0, devicePoolBlock.address, stage.address, offset, event);
+    copyAsync({
+      device: 0,
+      dst: devicePoolBlock.address,
+      src: stage.address,
+      bytes: offset,
+      event,
+    });
     const t4 = performance.now();
     streamSynchronize(0);
     const t5 = performance.now();
@@ -253,7 +259,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
     // has no pageable device-to-host copy; pinned is the faster of the two).
     ["(a) naive per tensor", () => {
       for (const t of sources) {
-        copyAsync(0, landing.address, addressOf(t), t.byteLength, 0);
+        copyAsync({ device: 0, dst: landing.address, src: addressOf(t), bytes: t.byteLength });
         streamSynchronize(0);
       }
     }],
@@ -281,7 +287,15 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
     while (eventStatus(0, event) === -1) { /* spin */ }
   };
   const gatherOnce = (): void => {
-    gather(0, table.address, sources.length, scratch.address, hostChunk.address, end, event);
+    gather({
+      device: 0,
+      table: table.address,
+      count: sources.length,
+      dst: scratch.address,
+      hostDst: hostChunk.address,
+      bytes: end,
+      event,
+    });
     wait();
   };
   const methods: [string, Body][] = [["gather kernel + 1 copy", gatherOnce]];

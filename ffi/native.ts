@@ -175,41 +175,42 @@ export function eventSynchronizeOffThread(device: number, event: number): Promis
   return sym().mtc_event_synchronize_nonblocking(device, event);
 }
 
-/** Queues a copy between two CUDA-visible addresses, then records `event` (0: none). */
-export function copyAsync(
-  device: number,
-  dst: number,
-  src: number,
-  bytes: number,
-  event: number,
-): void {
-  const status = sym().mtc_copy_async(device, dst, src, bytes, event);
-  if (status !== 0) {
-    throw cudaError(status, `copy ${bytes} bytes on cuda:${device}`);
-  }
+/** A copy between two CUDA-visible addresses (pinned host or device memory). */
+export interface AsyncCopy {
+  /** The device whose library stream queues it. */
+  device: number;
+  dst: number;
+  src: number;
+  bytes: number;
+  /** An event of `device` to record after it, or 0 / absent for none. */
+  event?: number;
 }
 
-/** Copies bytes of a JS buffer to device memory (pageable source, snapshotted). */
+/** Queues a copy on the library stream of `copy.device`, then records `copy.event`. */
+export function copyAsync({ device, dst, src, bytes, event = 0 }: AsyncCopy): void {
+  const status = sym().mtc_copy_async(device, dst, src, bytes, event);
+  if (status !== 0) throw cudaError(status, `copy ${bytes} bytes on cuda:${device}`);
+}
+
+/** Copies a JS buffer's bytes to device memory (pageable source, snapshotted before return). */
 export function copyFromBuffer(
-  device: number,
-  dst: number,
-  src: ArrayBufferView,
-  offset: number,
-  bytes: number,
+  { device, dst, src }: { device: number; dst: number; src: ArrayBufferView },
 ): void {
   check(
-    sym().mtc_copy_from_buffer(device, dst, src, offset, bytes),
-    () => `copy ${bytes} bytes from host to cuda:${device}`,
+    sym().mtc_copy_from_buffer(device, dst, src, 0, src.byteLength),
+    () => `copy ${src.byteLength} bytes from host to cuda:${device}`,
   );
 }
 
 /** Copies host memory into pinned memory, then queues pinned → device. */
 export function stageAndCopy(
-  device: number,
-  dst: number,
-  pinned: number,
-  src: number,
-  bytes: number,
+  { device, dst, pinned, src, bytes }: {
+    device: number;
+    dst: number;
+    pinned: number;
+    src: number;
+    bytes: number;
+  },
 ): void {
   check(
     sym().mtc_stage_and_copy(device, dst, pinned, src, bytes),
@@ -217,37 +218,50 @@ export function stageAndCopy(
   );
 }
 
+/** A peer copy across devices and the two events that fence it. */
+export interface PeerCopy {
+  dstDevice: number;
+  dst: number;
+  srcDevice: number;
+  src: number;
+  bytes: number;
+  /** Scratch events: `a` of `dstDevice`, `b` of `srcDevice`. */
+  fences: { a: number; b: number };
+}
+
 /** Peer copy across devices, ordered with both library streams. */
-export function copyPeer(
-  dstDevice: number,
-  dst: number,
-  srcDevice: number,
-  src: number,
-  bytes: number,
-  fenceA: number,
-  fenceB: number,
-): void {
+export function copyPeer({ dstDevice, dst, srcDevice, src, bytes, fences }: PeerCopy): void {
   check(
-    sym().mtc_copy_peer(dstDevice, dst, srcDevice, src, bytes, fenceA, fenceB),
+    sym().mtc_copy_peer(dstDevice, dst, srcDevice, src, bytes, fences.a, fences.b),
     () => `copy ${bytes} bytes from cuda:${srcDevice} to cuda:${dstDevice}`,
   );
 }
 
+/** A device-side gather (see {@linkcode gather}). */
+export interface Gather {
+  /** The device the tensors live on. */
+  device: number;
+  /** Address of the table (pinned, mapped; 3 doubles per entry: source, offset in `dst`, bytes). */
+  table: number;
+  /** Entries in the table. */
+  count: number;
+  /** The packed buffer on `device`. */
+  dst: number;
+  /** Where to copy `bytes` of `dst` afterwards (host or device), 0 / absent for no copy. */
+  hostDst?: number;
+  bytes?: number;
+  /** An event of `device` to record at the end, 0 / absent for none. */
+  event?: number;
+}
+
 /**
- * Gathers `count` tensors listed in `table` (pinned, mapped; 3 doubles per
- * entry: source address, offset in `dst`, bytes) into `dst` with one kernel
- * (or one copy per entry where the driver cannot load the device code);
- * then copies `bytes` of `dst` to `hostDst` (0: no copy) and records `event`
- * (0: none), all on the library stream of `device`.
+ * Gathers the tensors listed in the table into `dst` with one kernel (or
+ * one copy per entry where the driver cannot load the device code), then
+ * optionally copies the packed bytes on and records an event, all on the
+ * library stream of `device`.
  */
 export function gather(
-  device: number,
-  table: number,
-  count: number,
-  dst: number,
-  hostDst: number,
-  bytes: number,
-  event: number,
+  { device, table, count, dst, hostDst = 0, bytes = 0, event = 0 }: Gather,
 ): void {
   check(
     sym().mtc_gather(device, table, count, dst, hostDst, bytes, event),

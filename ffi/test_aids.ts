@@ -57,16 +57,10 @@ export const testAids = library && {
   },
 
   /** Copies device bytes into a JS buffer, synchronously and stream-ordered. */
-  copyToBuffer(
-    device: number,
-    dst: ArrayBufferView,
-    offset: number,
-    src: number,
-    bytes: number,
-  ): void {
+  copyToBuffer({ device, dst, src }: { device: number; dst: ArrayBufferView; src: number }): void {
     check(
-      library.symbols.mtc_copy_to_buffer(device, dst, offset, src, bytes),
-      `copy ${bytes} bytes from cuda:${device} to host`,
+      library.symbols.mtc_copy_to_buffer(device, dst, 0, src, dst.byteLength),
+      `copy ${dst.byteLength} bytes from cuda:${device} to host`,
     );
   },
 

@@ -79,7 +79,13 @@ function stage(pieces: Float64Array): void {
     const ring = getSlots(device);
     const slot = ring[i % ring.length];
     waitIdle(slot);
-    stageAndCopy(device, pieces[at + 1], slot.address, pieces[at + 2], pieces[at + 3]);
+    stageAndCopy({
+      device,
+      dst: pieces[at + 1],
+      pinned: slot.address,
+      src: pieces[at + 2],
+      bytes: pieces[at + 3],
+    });
     eventRecord(device, slot.event);
     slot.busy = true;
   }

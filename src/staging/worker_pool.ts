@@ -12,10 +12,24 @@ import { PIECE_FIELDS, SLOT_BYTES } from "./staging_worker.ts";
 
 export { SLOT_BYTES };
 
+/**
+ * Unpacked CPU tensors at least this large are staged by the Worker pool
+ * when `useBackgroundThread` is on; smaller ones are staged inline, where a
+ * Worker round trip (23–46 µs measured) would cost more than the memcpy.
+ *
+ * @example Which tensors the Workers stage
+ * ```ts
+ * import { WORKER_MIN_BYTES } from "@mtc/core";
+ * const staged = new Float32Array(WORKER_MIN_BYTES / 4).byteLength >= WORKER_MIN_BYTES;
+ * console.assert(staged);
+ * ```
+ */
+export const WORKER_MIN_BYTES = 1024 * 1024;
+
 /** Workers close after this long without work. */
 export const IDLE_CLOSE_MS = 1000;
 
-/** A piece of a large host→device copy: one slot's worth at most. */
+/** A range of a large host→device copy (a piece: one slot's worth at most). */
 export interface StagingPiece {
   device: number;
   dst: number;
@@ -75,14 +89,9 @@ function start(): PoolWorker[] {
   return workers;
 }
 
-/** Splits `bytes` from `src` to `dst` into slot-sized pieces. */
-export function splitIntoPieces(
-  device: number,
-  dst: number,
-  src: number,
-  bytes: number,
-  into: StagingPiece[],
-): void {
+/** Splits `range` into slot-sized pieces, appended to `into`. */
+export function splitIntoPieces(range: StagingPiece, into: StagingPiece[]): void {
+  const { device, dst, src, bytes } = range;
   for (let offset = 0; offset < bytes; offset += SLOT_BYTES) {
     into.push({
       device,

@@ -27,7 +27,7 @@ export function bytesOf(value: Tensor | TypedArray): Uint8Array {
   const device = Number(value.device.slice(5));
   const address = value.ptr === null ? 0 : Number(Deno.UnsafePointer.value(value.ptr));
   if (!testAids) throw new Error("reading device bytes back needs the test aids (deno task test)");
-  testAids.copyToBuffer(device, out, 0, address, value.byteLength);
+  testAids.copyToBuffer({ device, dst: out, src: address });
   return out;
 }
 

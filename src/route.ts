@@ -1,0 +1,164 @@
+/**
+ * The route of one copy: which leaves move, in which direction, and the
+ * output tensor that stands in for each in the result.
+ *
+ * The walk feeds it (it is the walk's `LeafSink`): every leaf that moves
+ * gets an output `Tensor`, created unbound so that the result structure is
+ * final from the start, and an index in one of three direction lists
+ * (CPU→CUDA, CUDA→other CUDA, CUDA→CPU). With the default alignment it also
+ * feeds the sequential packer during the walk. The transfer functions later
+ * bind each output to its memory through {@linkcode Route.bind}, the one
+ * place where that happens.
+ *
+ * @module
+ */
+
+import { CPU } from "./device.ts";
+import { type DType, dtypeOfArray, type TypedArray } from "./dtype.ts";
+import { borrowList, type NumberList, returnList } from "./number_list.ts";
+import type { ResolvedOptions } from "./options.ts";
+import { SequentialPacker } from "./pack_plan.ts";
+import type { Storage } from "./memory/storage.ts";
+import {
+  bindTensor,
+  createTensor,
+  rebindTensor,
+  Tensor,
+  tensorAddress,
+  tensorData,
+  tensorDevice,
+  tensorStorage,
+} from "./tensor.ts";
+import type { Leaf, LeafSink } from "./traverse.ts";
+
+/** The leaves of one copy that need moving, with their output tensors. */
+export class Route implements LeafSink {
+  /** The target device index (-1: the CPU). */
+  readonly target: number;
+  /** The copy's resolved options. */
+  readonly options: ResolvedOptions;
+  /** Leaves found, including those that need no copy. */
+  tensors = 0;
+  /** Their payload bytes. */
+  bytes = 0;
+  /** Leaves that move, by index. */
+  readonly leaves: Leaf[] = [];
+  /** Their outputs, by the same index. */
+  readonly outputs: Tensor[] = [];
+  /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
+  readonly h2d: NumberList = borrowList();
+  /** Indices of CUDA→other CUDA leaves. */
+  readonly peer: number[] = [];
+  /** Indices of CUDA→CPU leaves. */
+  readonly d2h: number[] = [];
+  /**
+   * The packing plan of the CPU→CUDA leaves, or of the CUDA→CPU leaves when
+   * they all come from one device, built during the walk when it can be.
+   */
+  readonly packer: SequentialPacker | undefined;
+
+  /** A route to device index `target` (-1: the CPU). */
+  constructor(target: number, options: ResolvedOptions) {
+    this.target = target;
+    this.options = options;
+    if (options.packCpuTensors) this.packer = new SequentialPacker(options);
+  }
+
+  /** Returns the pooled index lists; the route's lists must not be used afterwards. */
+  releaseLists(): void {
+    returnList(this.h2d);
+    this.packer?.dispose();
+  }
+
+  /** Records a leaf; returns what stands in its place in the result. */
+  add(leaf: Leaf): unknown {
+    this.tensors++;
+    const target = this.target;
+    if (leaf instanceof Tensor) {
+      const source = tensorDevice(leaf);
+      this.bytes += leaf.byteLength;
+      if (source === target) return leaf;
+      return this.#move(leaf, source, leaf.dtype, leaf.shape);
+    }
+    const dtype = dtypeOfArray(leaf)!;
+    this.bytes += leaf.byteLength;
+    if (target === CPU) {
+      // As in the reference package: a CPU leaf to the CPU is not copied.
+      return createTensor(dtype, [leaf.length], CPU, leaf.byteLength, leaf);
+    }
+    return this.#move(leaf, CPU, dtype, [leaf.length]);
+  }
+
+  /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */
+  bind(index: number, storage: Storage, offset: number): void {
+    bindTensor(this.outputs[index], storage, offset);
+  }
+
+  /**
+   * Moves the outputs at `indices` from their (pinned) storage into ordinary
+   * memory they own: CUDA→CPU results without pinned staging.
+   */
+  moveOutputsToOrdinaryMemory(indices: readonly number[]): void {
+    for (const i of indices) rebindTensor(this.outputs[i], this.outputs[i].toTypedArray().slice());
+  }
+
+  /** The bytes of CPU leaf `index` (the leaf itself, or a tensor's view). */
+  hostBytes(index: number): TypedArray {
+    const leaf = this.leaves[index];
+    return leaf instanceof Tensor ? tensorData(leaf) ?? leaf.toTypedArray() : leaf;
+  }
+
+  /** Whether leaf `index` is a tensor already in pinned host memory. */
+  isPinned(index: number): boolean {
+    const leaf = this.leaves[index];
+    return leaf instanceof Tensor && leaf.pinned;
+  }
+
+  /** The address of leaf `index` (a tensor in pooled memory: device or pinned). */
+  sourceAddress(index: number): number {
+    return tensorAddress(this.leaves[index] as Tensor);
+  }
+
+  /** The pooled storages the input leaves live in (to hold while the copy runs). */
+  inputStorages(): Storage[] {
+    const storages: Storage[] = [];
+    for (const leaf of this.leaves) {
+      const storage = leaf instanceof Tensor ? tensorStorage(leaf) : undefined;
+      if (storage) storages.push(storage);
+    }
+    return storages;
+  }
+
+  /** The leaves at `indices` (CUDA tensors) grouped by their device, in order. */
+  bySource(indices: readonly number[]): Map<number, number[]> {
+    const groups = new Map<number, number[]>();
+    for (const i of indices) {
+      const source = tensorDevice(this.leaves[i] as Tensor);
+      let list = groups.get(source);
+      if (!list) groups.set(source, list = []);
+      list.push(i);
+    }
+    return groups;
+  }
+
+  #move(leaf: Leaf, source: number, dtype: DType, shape: readonly number[]): Tensor {
+    const index = this.leaves.length;
+    const output = createTensor(dtype, shape, this.target, leaf.byteLength);
+    this.leaves.push(leaf);
+    this.outputs.push(output);
+    if (this.target === CPU) {
+      const d2h = this.d2h;
+      if (this.packer && d2h.length > 0 && tensorDevice(this.leaves[d2h[0]] as Tensor) !== source) {
+        this.packer.valid = false;
+      }
+      this.packer?.add(d2h.length, leaf.byteLength);
+      d2h.push(index);
+    } else if (source === CPU) {
+      this.packer?.add(this.h2d.length, leaf.byteLength);
+      this.h2d.push(index);
+    } else {
+      this.peer.push(index);
+    }
+    return output;
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * Chunk placement: packed chunks on pool blocks, and the gather of CUDA
+ * tensors into them.
+ *
+ * A chunk is planned either during the walk (the sequential packer, one
+ * chunk in input order) or here by the general planner; it is then placed
+ * on a block of the pool its bytes will live in (device memory for CPU→CUDA
+ * and CUDA→other CUDA, pinned memory for CUDA→CPU).
+ *
+ * @module
+ */
+
+import { elementSizeOf } from "../dtype.ts";
+import type { Block, BlockPool } from "../memory/block_pool.ts";
+import { devicePool } from "../memory/device_memory.ts";
+import { pinnedView } from "../memory/pinned_memory.ts";
+import { Storage } from "../memory/storage.ts";
+import {
+  type ChunkPlan,
+  packCandidates,
+  planPacking,
+  type SequentialPacker,
+} from "../pack_plan.ts";
+import type { Route } from "../route.ts";
+import type { Submission } from "./submission.ts";
+
+/** Doubles per gather-table entry: source address, offset in the chunk, bytes (native/gather_entry.h). */
+export const GATHER_ENTRY_DOUBLES = 3;
+
+/** Bytes per gather-table entry. */
+export const GATHER_ENTRY_BYTES = GATHER_ENTRY_DOUBLES * Float64Array.BYTES_PER_ELEMENT;
+
+/**
+ * The base alignment the walk's plan assumes of a chunk's block; a block
+ * that does not have it sends the leaves to the general planner, which
+ * aligns against the real address.
+ */
+export const CHUNK_BASE_ALIGNMENT = 256;
+
+/** A packed chunk with the pool block it lives in. */
+export interface PlacedChunk {
+  /** Members (positions in the list that was planned), offsets, payload range. */
+  plan: ChunkPlan;
+  /** The block at `plan.base`. */
+  block: Block;
+}
+
+/** What to place: positions `indices` of the route, on blocks of `pool`. */
+export interface Placement {
+  /** Route indices of the leaves to pack, in order. */
+  indices: ArrayLike<number>;
+  /** The pool the chunks' bytes live in. */
+  pool: BlockPool;
+  /** The walk's plan for exactly these leaves, when it made one. */
+  packer?: SequentialPacker;
+}
+
+/**
+ * The packed chunks for the leaves at `indices`, on blocks of `pool`: the
+ * walk's plan when it holds, else the general planner's.
+ */
+export function placeChunks(route: Route, { indices, pool, packer }: Placement): PlacedChunk[] {
+  const blocks: Block[] = [];
+  let plans = sequentialChunk(packer, pool, blocks);
+  if (!plans) {
+    const bytes: number[] = [];
+    const elements: number[] = [];
+    for (let k = 0; k < indices.length; k++) {
+      const output = route.outputs[indices[k]];
+      bytes.push(output.byteLength);
+      elements.push(elementSizeOf(output.dtype));
+    }
+    plans = planPacking(
+      bytes,
+      elements,
+      packCandidates(bytes, route.options),
+      route.options,
+      (_, capacity) => {
+        const block = pool.acquire(capacity);
+        blocks.push(block);
+        return block.address;
+      },
+    );
+  }
+  return plans.map((plan, c) => ({ plan, block: blocks[c] }));
+}
+
+/**
+ * The one chunk the walk planned, on a block of `pool`, or undefined when the
+ * general planner must run (no plan, or a block whose address does not keep
+ * the plan's alignment); no chunk when fewer than two leaves would share it.
+ */
+function sequentialChunk(
+  packer: SequentialPacker | undefined,
+  pool: BlockPool,
+  blocks: Block[],
+): ChunkPlan[] | undefined {
+  if (!packer?.valid) return undefined;
+  if (packer.members.length < 2) return [];
+  const block = pool.acquire(packer.end);
+  if (block.address % CHUNK_BASE_ALIGNMENT !== 0) {
+    pool.release(block);
+    return undefined;
+  }
+  blocks.push(block);
+  return [{
+    members: packer.members.view(),
+    offsets: packer.offsets.view(),
+    base: block.address,
+    start: 0,
+    end: packer.end,
+  }];
+}
+
+/** A packed chunk gathered on its source device, ready to be sent. */
+export interface GatheredChunk {
+  /** Address of the gather table (pinned, mapped). */
+  table: number;
+  /** Its entries. */
+  count: number;
+  /** The packed scratch buffer on the source device. */
+  scratch: number;
+  /** Where the chunk's payload goes. */
+  dst: number;
+  /** Payload bytes. */
+  payload: number;
+}
+
+/** What to gather: CUDA leaves of one device into chunks, and how to send each. */
+export interface Gather {
+  /** The device the leaves live on. */
+  source: number;
+  /** Their route indices. */
+  list: number[];
+  /** The placed chunks of `list` (positions in `list`). */
+  chunks: PlacedChunk[];
+  /** The pool the chunks' blocks belong to. */
+  chunkPool: BlockPool;
+  /** Queues the gather kernel and the send of one chunk. */
+  send: (chunk: GatheredChunk) => void;
+}
+
+/**
+ * Writes each chunk's gather table, binds its outputs, and lets `send` queue
+ * the kernel and the transfer. Returns which positions of `list` were packed.
+ */
+export function gatherChunks(
+  route: Route,
+  submission: Submission,
+  { source, list, chunks, chunkPool, send }: Gather,
+): Uint8Array {
+  const packed = new Uint8Array(list.length);
+  const scratchPool = devicePool(source);
+  for (const { plan, block } of chunks) {
+    const { members, offsets, base, start, end } = plan;
+    const payload = end - start;
+    const storage = new Storage(chunkPool, block, members.length);
+    const tableBlock = submission.takeStaging(members.length * GATHER_ENTRY_BYTES);
+    const entries = pinnedView(tableBlock, Float64Array);
+    for (let m = 0; m < members.length; m++) {
+      const i = list[members[m]];
+      const at = GATHER_ENTRY_DOUBLES * m;
+      packed[members[m]] = 1;
+      entries[at] = route.sourceAddress(i);
+      entries[at + 1] = offsets[m] - start;
+      entries[at + 2] = route.outputs[i].byteLength;
+      route.bind(i, storage, offsets[m]);
+    }
+    const scratch = scratchPool.acquire(payload);
+    send({
+      table: tableBlock.address,
+      count: members.length,
+      scratch: scratch.address,
+      dst: base + start,
+      payload,
+    });
+    // Later users of the scratch block queue behind the send on the source's stream.
+    scratchPool.release(scratch);
+    submission.stats.packedTensors += members.length;
+    submission.stats.chunks++;
+  }
+  return packed;
+}

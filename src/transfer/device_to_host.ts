@@ -1,0 +1,48 @@
+/**
+ * CUDA → CPU: small tensors are gathered on their device into one packed
+ * buffer per chunk (one kernel) and sent with one DMA into a pinned chunk;
+ * the rest one by one into pinned blocks.
+ *
+ * @module
+ */
+
+import { copyAsync, gather } from "../../ffi/native.ts";
+import { pinnedPool } from "../memory/pinned_memory.ts";
+import { Storage } from "../memory/storage.ts";
+import type { Route } from "../route.ts";
+import { gatherChunks, placeChunks } from "./chunks.ts";
+import type { Submission } from "./submission.ts";
+
+/** Queues the CUDA→CPU leaves `list` of device `source`, then its completion event. */
+export function deviceToHost(
+  route: Route,
+  submission: Submission,
+  source: number,
+  list: number[],
+): void {
+  submission.involve(source);
+  const packed = gatherChunks(route, submission, {
+    source,
+    list,
+    chunks: route.options.packCpuTensors
+      ? placeChunks(route, { indices: list, pool: pinnedPool, packer: route.packer })
+      : [],
+    chunkPool: pinnedPool,
+    send: ({ table, count, scratch, dst, payload }) => {
+      gather({ device: source, table, count, dst: scratch, hostDst: dst, bytes: payload });
+      submission.stats.copies++;
+    },
+  });
+  for (let k = 0; k < list.length; k++) {
+    if (packed[k]) continue;
+    const i = list[k];
+    const bytes = route.outputs[i].byteLength;
+    const block = pinnedPool.acquire(bytes);
+    route.bind(i, new Storage(pinnedPool, block, 1), 0);
+    if (bytes > 0) {
+      copyAsync({ device: source, dst: block.address, src: route.sourceAddress(i), bytes });
+      submission.stats.copies++;
+    }
+  }
+  submission.recordCompletion(source);
+}

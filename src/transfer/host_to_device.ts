@@ -1,0 +1,108 @@
+/**
+ * CPU → CUDA: packed chunks first (one DMA each), then the other leaves one
+ * by one; large pageable leaves are left to the staging Workers.
+ *
+ * @module
+ */
+
+import { addressOf, copyAsync, copyFromBuffer } from "../../ffi/native.ts";
+import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
+import { devicePool } from "../memory/device_memory.ts";
+import { pinnedView } from "../memory/pinned_memory.ts";
+import { Storage } from "../memory/storage.ts";
+import type { Route } from "../route.ts";
+import { WORKER_MIN_BYTES } from "../staging/worker_pool.ts";
+import { placeChunks } from "./chunks.ts";
+import type { Submission } from "./submission.ts";
+
+/** Queues every CPU→CUDA leaf of `route`. */
+export function hostToDevice(route: Route, submission: Submission): void {
+  const { target, options, outputs } = route;
+  const h2d = route.h2d.view();
+  const pool = devicePool(target);
+  const packed = new Uint8Array(h2d.length);
+  submission.involve(target);
+  if (options.packCpuTensors) {
+    for (
+      const { plan, block } of placeChunks(route, { indices: h2d, pool, packer: route.packer })
+    ) {
+      const { members, offsets, base, start, end } = plan;
+      const payload = end - start;
+      const storage = new Storage(pool, block, members.length);
+      const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
+      // Consecutive leaves mostly share a class: reuse the last view.
+      let lastClass: unknown;
+      let view: TypedArray | undefined;
+      let elementBytes = 1;
+      for (let m = 0; m < members.length; m++) {
+        const k = members[m];
+        packed[k] = 1;
+        const src = route.hostBytes(h2d[k]);
+        const cls = src.constructor as TypedArrayConstructor;
+        if (cls !== lastClass) {
+          lastClass = cls;
+          view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
+          elementBytes = cls.BYTES_PER_ELEMENT;
+        }
+        view!.set(src as never, (offsets[m] - start) / elementBytes);
+      }
+      if (stage) {
+        copyAsync({ device: target, dst: base + start, src: stage.address, bytes: payload });
+      } else {
+        const src = new Uint8Array(pageableScratch, 0, payload);
+        copyFromBuffer({ device: target, dst: base + start, src });
+      }
+      // Outputs are bound while the DMA runs.
+      for (let m = 0; m < members.length; m++) {
+        route.bind(h2d[members[m]], storage, offsets[m]);
+      }
+      submission.stats.packedTensors += members.length;
+      submission.stats.chunks++;
+      submission.stats.copies++;
+    }
+  }
+  for (let k = 0; k < h2d.length; k++) {
+    if (packed[k]) continue;
+    const i = h2d[k];
+    const bytes = outputs[i].byteLength;
+    const block = pool.acquire(bytes);
+    route.bind(i, new Storage(pool, block, 1), 0);
+    if (bytes === 0) continue;
+    submission.stats.copies++;
+    if (route.isPinned(i)) {
+      copyAsync({ device: target, dst: block.address, src: route.sourceAddress(i), bytes });
+    } else if (!options.usePinnedStaging) {
+      copyFromBuffer({ device: target, dst: block.address, src: route.hostBytes(i) });
+    } else if (options.useBackgroundThread && bytes >= WORKER_MIN_BYTES) {
+      submission.stageOnWorkers({
+        device: target,
+        dst: block.address,
+        src: addressOf(route.hostBytes(i)),
+        bytes,
+      });
+    } else {
+      const src = route.hostBytes(i);
+      const stage = submission.takeStaging(bytes);
+      pinnedView(stage, src.constructor as TypedArrayConstructor).set(src as never, 0);
+      copyAsync({ device: target, dst: block.address, src: stage.address, bytes });
+    }
+  }
+}
+
+let pageableScratch = new ArrayBuffer(0);
+const pageableViews = new Map<unknown, TypedArray>();
+
+/**
+ * A reusable ordinary (pageable) host buffer for packing without pinning.
+ * The driver copies from pageable memory before the call returns, so one
+ * buffer serves every chunk.
+ */
+function pageableView(bytes: number, cls: TypedArrayConstructor): TypedArray {
+  if (pageableScratch.byteLength < bytes) {
+    pageableScratch = new ArrayBuffer(2 ** Math.ceil(Math.log2(bytes)));
+    pageableViews.clear();
+  }
+  let view = pageableViews.get(cls);
+  if (!view) pageableViews.set(cls, view = new cls(pageableScratch));
+  return view;
+}

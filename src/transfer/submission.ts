@@ -1,0 +1,153 @@
+/**
+ * One copy's ledger: everything it took and must give back.
+ *
+ * Note [Submission lifetime]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~~~
+ * A copy takes memory of three kinds, and the ledger decides when each goes
+ * back:
+ *
+ * - Pinned staging blocks (packed chunks on their way to a device, gather
+ *   tables the kernel reads) are read by the GPU after the FFI call that
+ *   queued the work has returned. They are released only once every event
+ *   of the copy has completed ({@linkcode Submission.job}'s `complete`), or
+ *   on failure after the streams drained ({@linkcode Submission.abort}): a
+ *   block reused earlier could be overwritten while a DMA still reads it.
+ * - Device blocks (outputs, gather scratch) may go back to their pool at
+ *   once, even while work on them is queued: every use of a device block is
+ *   queued on the library's one stream of that device, so the stream orders
+ *   the next user's writes after this copy's reads. Peer copies keep that
+ *   true with fence events on both devices' streams; the fences are held
+ *   here until the copy completes.
+ * - Input storages (tensors already in pooled memory) get one more hold
+ *   while the copy reads them, so that disposing an input mid-copy cannot
+ *   hand its block to someone else.
+ *
+ * Completion is one event per device the copy touched, recorded after the
+ * last work queued there (for the target, after the staging Workers queued
+ * their pieces). Whoever settles the copy (the handle, on success or
+ * failure) calls exactly one of `complete` or `abort`; on failure the ledger
+ * drains the streams first, because queued work may still read what it is
+ * about to release.
+ *
+ * @module
+ */
+
+import { eventRecord, streamSynchronize } from "../../ffi/native.ts";
+import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
+import type { Block } from "../memory/block_pool.ts";
+import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
+import { pinnedPool } from "../memory/pinned_memory.ts";
+import type { Storage } from "../memory/storage.ts";
+import type { Route } from "../route.ts";
+import { splitIntoPieces, stageOnWorkers, type StagingPiece } from "../staging/worker_pool.ts";
+
+/** The ledger of one copy (see the note above). */
+export class Submission {
+  /** What the copy did, for `AsyncCopyHandle.stats()`. */
+  readonly stats: CopyStats;
+  readonly #route: Route;
+  readonly #staging: Block[] = [];
+  readonly #retained: Storage[] = [];
+  readonly #fences: DeviceEvent[] = [];
+  readonly #events: DeviceEvent[] = [];
+  readonly #devices = new Set<number>();
+  #pieces: StagingPiece[] | undefined;
+
+  /** A ledger for `route`; holds the input storages from now on. */
+  constructor(route: Route) {
+    this.#route = route;
+    this.stats = {
+      tensors: route.tensors,
+      bytes: route.bytes,
+      packedTensors: 0,
+      chunks: 0,
+      copies: 0,
+    };
+    for (const storage of route.inputStorages()) {
+      storage.retain();
+      this.#retained.push(storage);
+    }
+  }
+
+  /** Notes that the copy queues work on `device` (it gets a completion event). */
+  involve(device: number): void {
+    this.#devices.add(device);
+  }
+
+  /** A pinned block of at least `bytes`, released when the copy settles. */
+  takeStaging(bytes: number): Block {
+    const block = pinnedPool.acquire(bytes);
+    this.#staging.push(block);
+    return block;
+  }
+
+  /** An event of `device` for ordering, released when the copy settles. */
+  fence(device: number): number {
+    const event = acquireEvent(device);
+    this.#fences.push({ device, event });
+    return event;
+  }
+
+  /** Leaves a pageable range for the staging Workers to stage and send. */
+  stageOnWorkers(piece: StagingPiece): void {
+    splitIntoPieces(piece, this.#pieces ??= []);
+  }
+
+  /** Records the completion event of `device` after the work queued so far. */
+  recordCompletion(device: number): void {
+    const event = acquireEvent(device);
+    this.#events.push({ device, event });
+    eventRecord(device, event);
+  }
+
+  /**
+   * The job for the handle: the target's completion event is recorded now,
+   * or once the Workers have queued their pieces. `complete` runs when the
+   * copy has completed, after the ledger released what it held.
+   */
+  job(complete: () => void): CopyJob<void> {
+    const target = this.#route.target;
+    let submitted: Promise<void> | undefined;
+    if (this.#devices.has(target)) {
+      const event = acquireEvent(target);
+      this.#events.push({ device: target, event });
+      if (this.#pieces) {
+        submitted = stageOnWorkers(this.#pieces).then(() => eventRecord(target, event));
+      } else {
+        eventRecord(target, event);
+      }
+    }
+    return {
+      events: this.#events,
+      submitted,
+      stats: this.stats,
+      complete: () => {
+        this.#release();
+        complete();
+      },
+      abort: () => this.abort(),
+    };
+  }
+
+  /** Drains the streams, then releases everything and disposes the outputs. */
+  abort(): void {
+    for (const device of this.#devices) {
+      try {
+        streamSynchronize(device);
+      } catch {
+        // The copy already failed; what matters now is releasing memory.
+      }
+    }
+    for (const { device, event } of this.#events) releaseEvent(device, event);
+    this.#events.length = 0;
+    for (const output of this.#route.outputs) output.dispose();
+    this.#release();
+  }
+
+  #release(): void {
+    for (const block of this.#staging) pinnedPool.release(block);
+    for (const storage of this.#retained) storage.release();
+    for (const { device, event } of this.#fences) releaseEvent(device, event);
+    this.#staging.length = this.#retained.length = this.#fences.length = 0;
+  }
+}
