@@ -24,6 +24,18 @@ if find . -path ./native -prune -o -path ./.git -prune -o -path ./.gpu -prune -o
   echo "boundary: C/CUDA sources belong in native/" >&2
   fail=1
 fi
+# Only the rooms that touch memory or CUDA import ffi/.
+if grep -lE 'from "(\.\./)+ffi/' src/*.ts src/*/*.ts |
+  grep -vE '^src/(transfer/|staging/|memory/|copy_handle\.ts|device\.ts|tensor\.ts)'; then
+  echo "boundary: the files above import ffi/; only transfer/, staging/, memory/, copy_handle.ts, device.ts and tensor.ts may" >&2
+  fail=1
+fi
+if grep -nE 'from "\./(memory|staging)/' src/start_copy.ts src/route.ts src/traverse.ts src/pack_plan.ts |
+  grep -v 'import type'; then
+  echo "boundary: start_copy.ts, route.ts, traverse.ts and pack_plan.ts take no pool or Worker (types only)" >&2
+  fail=1
+fi
+
 # The product's exports against the symbol table (names, sorted).
 exported=$(nm -D --defined-only native/prebuilt/linux-x86_64/libmtc.so | awk '$2 == "T" { print $3 }' | sort)
 declared=$(sed -n '/^export const symbols = {/,/^} as const/p' ffi/symbols.ts |

@@ -39,7 +39,7 @@ import type { TypedArrayConstructor } from "../src/dtype.ts";
 import { closeWorkers } from "../src/staging/worker_pool.ts";
 
 if (deviceCount() === 0) {
-  console.log("No CUDA device: the GPU benchmark needs one (see ../shared/GPU.md).");
+  console.log("No CUDA device: the GPU benchmark needs one.");
   Deno.exit(0);
 }
 console.log(`shim: ${shimInfo().file?.path} (${shimInfo().file?.origin})`);

@@ -24,7 +24,7 @@ import { releaseEvent } from "./memory/event_pool.ts";
 /** Longest synchronous poll `get()` makes before waiting off-thread. */
 export const SPIN_MICROSECONDS = 30;
 
-/** What a copy did; see ../shared/API.md. */
+/** What a copy did (the contract's `CopyStats`). */
 export interface CopyStats {
   /** Tensor leaves found. */
   tensors: number;

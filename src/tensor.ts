@@ -10,17 +10,10 @@
 
 import { pointerOf, pointerOfView } from "../ffi/native.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
-import {
-  arrayClassOf,
-  arrayFitsDType,
-  type DType,
-  DTYPE_SIZE,
-  dtypeOfArray,
-  isDType,
-  type TypedArray,
-} from "./dtype.ts";
+import { arrayClassOf, type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
+import { checkTensorArgs } from "./tensor_args.ts";
 
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];
@@ -120,39 +113,7 @@ export class Tensor {
    * ```
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
-    const natural = ArrayBuffer.isView(data) ? dtypeOfArray(data) : undefined;
-    if (natural === undefined) {
-      throw new TypeError(
-        `Cannot create a tensor from ${describe(data)}: expected a TypedArray`,
-      );
-    }
-    if (isDetached(data)) {
-      throw new TypeError("Cannot create a tensor over a detached ArrayBuffer");
-    }
-    const type = dtype ?? natural;
-    if (!isDType(type)) {
-      throw new TypeError(`Invalid dtype "${String(type)}"`);
-    }
-    if (!arrayFitsDType(data, type)) {
-      throw new TypeError(
-        `Cannot create a "${type}" tensor from a ${data.constructor.name}`,
-      );
-    }
-    const dims = shape === undefined ? [data.length] : [...shape];
-    let numel = 1;
-    for (const dim of dims) {
-      if (!Number.isSafeInteger(dim) || dim < 0) {
-        throw new RangeError(
-          `Invalid shape [${dims.join(", ")}]: dimensions must be non-negative integers`,
-        );
-      }
-      numel *= dim;
-    }
-    if (numel !== data.length) {
-      throw new RangeError(
-        `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
-      );
-    }
+    const { type, dims } = checkTensorArgs(data, shape, dtype);
     return create(type, dims, CPU, data.byteLength, data);
   }
 
@@ -277,15 +238,4 @@ export function tensorAddress(tensor: Tensor): number {
 /** The host data a CPU tensor wraps, if it wraps any (library-internal). */
 export function tensorData(tensor: Tensor): TypedArray | undefined {
   return dataOf(tensor);
-}
-
-/** Whether a view's buffer is detached. */
-export function isDetached(view: ArrayBufferView): boolean {
-  return (view.buffer as ArrayBuffer).detached === true;
-}
-
-function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (typeof value !== "object") return typeof value;
-  return value.constructor?.name ?? "an object";
 }

@@ -12,7 +12,8 @@
  */
 
 import { isTypedArray, type TypedArray } from "./dtype.ts";
-import { isDetached, Tensor, tensorData } from "./tensor.ts";
+import { Tensor, tensorData } from "./tensor.ts";
+import { isDetached } from "./tensor_args.ts";
 
 /** A tensor leaf of the input. */
 export type Leaf = TypedArray | Tensor;

@@ -1,0 +1,64 @@
+/**
+ * The checks of `Tensor.from`'s arguments: what may be wrapped as a tensor,
+ * with which dtype and shape.
+ *
+ * @module
+ */
+
+import { arrayFitsDType, type DType, dtypeOfArray, isDType, type TypedArray } from "./dtype.ts";
+
+/** Whether a view's buffer is detached. */
+export function isDetached(view: ArrayBufferView): boolean {
+  return (view.buffer as ArrayBuffer).detached === true;
+}
+
+/**
+ * The dtype and dimensions of a tensor over `data`, or the error that
+ * `Tensor.from` throws for them.
+ *
+ * @throws {TypeError} for data that is no supported TypedArray, an unknown
+ * dtype, a dtype that does not fit the array class, or a detached buffer
+ * @throws {RangeError} when the product of `shape` is not `data.length`
+ */
+export function checkTensorArgs(
+  data: TypedArray,
+  shape: readonly number[] | undefined,
+  dtype: DType | undefined,
+): { type: DType; dims: number[] } {
+  const natural = ArrayBuffer.isView(data) ? dtypeOfArray(data) : undefined;
+  if (natural === undefined) {
+    throw new TypeError(`Cannot create a tensor from ${describe(data)}: expected a TypedArray`);
+  }
+  if (isDetached(data)) {
+    throw new TypeError("Cannot create a tensor over a detached ArrayBuffer");
+  }
+  const type = dtype ?? natural;
+  if (!isDType(type)) {
+    throw new TypeError(`Invalid dtype "${String(type)}"`);
+  }
+  if (!arrayFitsDType(data, type)) {
+    throw new TypeError(`Cannot create a "${type}" tensor from a ${data.constructor.name}`);
+  }
+  const dims = shape === undefined ? [data.length] : [...shape];
+  let numel = 1;
+  for (const dim of dims) {
+    if (!Number.isSafeInteger(dim) || dim < 0) {
+      throw new RangeError(
+        `Invalid shape [${dims.join(", ")}]: dimensions must be non-negative integers`,
+      );
+    }
+    numel *= dim;
+  }
+  if (numel !== data.length) {
+    throw new RangeError(
+      `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
+    );
+  }
+  return { type, dims };
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value !== "object") return typeof value;
+  return value.constructor?.name ?? "an object";
+}
