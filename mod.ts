@@ -29,5 +29,5 @@ export { disposeAll } from "./src/dispose.ts";
 export { releaseCachedMemory } from "./src/memory/release.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
-export { closeWorkers as closeStagingWorkers } from "./src/staging/worker_pool.ts";
+export { closeStagingWorkers } from "./src/staging/worker_pool.ts";
 export { CudaError } from "./ffi/native.ts";

@@ -36,7 +36,7 @@ import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memor
 import { devicePool } from "../src/memory/device_memory.ts";
 import { acquireEvent, releaseEvent } from "../src/memory/event_pool.ts";
 import type { TypedArrayConstructor } from "../src/dtype.ts";
-import { closeWorkers } from "../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../src/staging/worker_pool.ts";
 
 if (deviceCount() === 0) {
   console.log("No CUDA device: the GPU benchmark needs one.");
@@ -322,7 +322,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   devicePool(0).release(scratch);
   disposeAll(onDevice);
 }
-await closeWorkers();
+await closeStagingWorkers();
 
 const header = "| case | method | median µs | p90 µs | GB/s | vs (a) | allocs/iter |";
 console.log(`\n${header}\n|---|---|---|---|---|---|---|`);

@@ -29,10 +29,13 @@ export class CudaError extends Error {
   readonly cudaName: string;
   /** What was being done, e.g. `"allocate 4096 bytes of device memory"`. */
   readonly op: string;
+  /** The CUDA error's description, e.g. `"out of memory"`. */
+  readonly text: string;
 
   /** Creates the error; normally thrown by the wrappers of this module. */
   constructor(code: number, cudaName: string, text: string, op: string) {
     super(`Cannot ${op}: ${cudaName} (${code}): ${text}`);
+    this.text = text;
     this.name = "CudaError";
     this.code = code;
     this.cudaName = cudaName;

@@ -5,7 +5,7 @@
  */
 
 import { Tensor } from "./tensor.ts";
-import { isPlainObject, MAX_DEPTH } from "./traverse.ts";
+import { ARRAY, containerKind, MAP, MAX_DEPTH, NOT_A_CONTAINER, PLAIN_OBJECT } from "./traverse.ts";
 
 /**
  * Disposes every {@linkcode Tensor} found in a nested structure of arrays,
@@ -35,18 +35,17 @@ function disposeShallow(value: unknown, depth: number, ancestors: object[]): boo
     value.dispose();
     return true;
   }
-  const isArray = Array.isArray(value);
-  const isMap = !isArray && value instanceof Map;
-  if (!isArray && !isMap && !isPlainObject(value)) return true;
+  const kind = containerKind(value);
+  if (kind === NOT_A_CONTAINER) return true;
   for (let d = 0; d < depth; d++) if (ancestors[d] === value) return true;
   if (depth >= MAX_DEPTH) return false;
   ancestors[depth] = value;
-  if (isArray) {
+  if (kind === ARRAY) {
     const items = value as unknown[];
     for (let i = 0; i < items.length; i++) {
       if (!disposeShallow(items[i], depth + 1, ancestors)) return false;
     }
-  } else if (isMap) {
+  } else if (kind === MAP) {
     for (const item of (value as Map<unknown, unknown>).values()) {
       if (!disposeShallow(item, depth + 1, ancestors)) return false;
     }
@@ -69,11 +68,12 @@ function disposeDeep(value: unknown): void {
       item.dispose();
     } else if (typeof item === "object" && item !== null && !seen.has(item)) {
       seen.add(item);
-      if (Array.isArray(item)) {
-        for (const child of item) stack.push(child);
-      } else if (item instanceof Map) {
-        for (const child of item.values()) stack.push(child);
-      } else if (isPlainObject(item)) {
+      const kind = containerKind(item);
+      if (kind === ARRAY) {
+        for (const child of item as unknown[]) stack.push(child);
+      } else if (kind === MAP) {
+        for (const child of (item as Map<unknown, unknown>).values()) stack.push(child);
+      } else if (kind === PLAIN_OBJECT) {
         for (const key of Object.keys(item)) {
           stack.push((item as Record<string, unknown>)[key]);
         }

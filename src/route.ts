@@ -84,7 +84,7 @@ export class Route implements LeafSink {
     this.bytes += leaf.byteLength;
     if (target === CPU) {
       // As in the reference package: a CPU leaf to the CPU is not copied.
-      return createTensor(dtype, [leaf.length], CPU, leaf.byteLength, leaf);
+      return createTensor(dtype, [leaf.length], CPU, leaf);
     }
     return this.#move(leaf, CPU, dtype, [leaf.length]);
   }

@@ -22,8 +22,7 @@ let create: (
   dtype: DType,
   shape: readonly number[],
   device: DeviceIndex,
-  byteLength: number,
-  data: TypedArray | undefined,
+  contents: number | TypedArray,
 ) => Tensor;
 let bind: (tensor: Tensor, storage: Storage, offset: number) => void;
 let rebind: (tensor: Tensor, data: TypedArray) => void;
@@ -58,24 +57,27 @@ export class Tensor {
   #offset = 0;
   #disposed = false;
 
+  /** `contents`: the host data wrapped, or the byte length of a tensor to be bound. */
   private constructor(
     dtype: DType,
     shape: readonly number[],
     device: DeviceIndex,
-    byteLength: number,
-    data: TypedArray | undefined,
+    contents: number | TypedArray,
   ) {
     this.dtype = dtype;
     this.shape = shape;
     this.#deviceIndex = device;
     this.device = DEVICE_NAMES[device + 1] ??= deviceName(device);
-    this.byteLength = byteLength;
-    this.#data = data;
+    if (typeof contents === "number") {
+      this.byteLength = contents;
+    } else {
+      this.byteLength = contents.byteLength;
+      this.#data = contents;
+    }
   }
 
   static {
-    create = (dtype, shape, device, byteLength, data) =>
-      new Tensor(dtype, shape, device, byteLength, data);
+    create = (dtype, shape, device, contents) => new Tensor(dtype, shape, device, contents);
     bind = (tensor, storage, offset) => {
       tensor.#storage = storage;
       tensor.#offset = offset;
@@ -114,7 +116,7 @@ export class Tensor {
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
     const { type, dims } = checkTensorArgs(data, shape, dtype);
-    return create(type, dims, CPU, data.byteLength, data);
+    return create(type, dims, CPU, data);
   }
 
   /** Number of elements. */
@@ -196,18 +198,17 @@ export class Tensor {
 }
 
 /**
- * Creates a tensor (library-internal). A tensor for a device copy is created
- * unbound and bound to its memory with {@linkcode bindTensor} once that
- * memory is planned.
+ * Creates a tensor (library-internal) over `contents`: host data it wraps,
+ * or a byte length. A tensor for a device copy is created unbound and bound
+ * to its memory with {@linkcode bindTensor} once that memory is planned.
  */
 export function createTensor(
   dtype: DType,
   shape: readonly number[],
   device: DeviceIndex,
-  byteLength: number,
-  data?: TypedArray,
+  contents: number | TypedArray,
 ): Tensor {
-  return create(dtype, shape, device, byteLength, data);
+  return create(dtype, shape, device, contents);
 }
 
 /** Points a tensor at `offset` in `storage`, whose hold it takes over. */

@@ -33,6 +33,25 @@ export function isPlainObject(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/** Not a container: passed through as is. */
+export const NOT_A_CONTAINER = 0;
+/** An `Array`. */
+export const ARRAY = 1;
+/** A `Map` (its values are walked). */
+export const MAP = 2;
+/** A plain object (its own enumerable string keys are walked). */
+export const PLAIN_OBJECT = 3;
+
+/**
+ * Which kind of container `value` is, for the walk and for `disposeAll`
+ * alike: arrays, Maps and plain objects are walked; everything else is not.
+ */
+export function containerKind(value: object): number {
+  if (Array.isArray(value)) return ARRAY;
+  if (value instanceof Map) return MAP;
+  return isPlainObject(value) ? PLAIN_OBJECT : NOT_A_CONTAINER;
+}
+
 /** A rejection found during the walk; the path is filled in while unwinding. */
 class WalkError {
   readonly path: (string | number)[] = [];
@@ -99,9 +118,8 @@ function visit(
     }
     return sink.add(value);
   }
-  const isArray = Array.isArray(value);
-  const isMap = !isArray && value instanceof Map;
-  if (!isArray && !isMap && !isPlainObject(value)) return value;
+  const kind = containerKind(value);
+  if (kind === NOT_A_CONTAINER) return value;
   for (let d = 0; d < depth; d++) {
     if (ancestors[d] === value) {
       throw new WalkError((path) => new TypeError(`Cannot copy a cyclic structure at ${path}`));
@@ -117,7 +135,7 @@ function visit(
   ancestors[depth] = value;
   let current: string | number = 0;
   try {
-    if (isArray) {
+    if (kind === ARRAY) {
       const input = value as unknown[];
       const output = new Array(input.length);
       for (let i = 0; i < input.length; i++) {
@@ -126,7 +144,7 @@ function visit(
       }
       return output;
     }
-    if (isMap) {
+    if (kind === MAP) {
       const output = new Map<unknown, unknown>();
       for (const [k, v] of value as Map<unknown, unknown>) {
         current = String(k);

@@ -8,7 +8,7 @@
  * {@linkcode PIECE_FIELDS} doubles per piece (device, destination address,
  * source address, bytes) and `{ close: true }`. Messages out: `{ ready: true }`
  * once the module is evaluated and its handler installed (nothing may be
- * posted to it before), `{ id, error?: string }` once every piece is queued,
+ * posted to it before), `{ id, error?: WorkerError }` once every piece is queued,
  * and `{ closed: true }`.
  *
  * The pool (`worker_pool.ts`) imports this module statically, so that it is
@@ -20,6 +20,8 @@
  */
 
 import {
+  CudaError,
+  cudaError,
   eventCreate,
   eventDestroy,
   eventRecord,
@@ -68,7 +70,7 @@ function waitIdle(slot: Slot): void {
   while (
     (status = eventStatus(slot.device, slot.event)) === -1
   ) { /* spin: a 2 MiB DMA takes ~40 us */ }
-  if (status !== 0) throw new Error(`CUDA error ${status} while waiting for a staging slot`);
+  if (status !== 0) throw cudaError(status, `wait for a staging slot of cuda:${slot.device}`);
   slot.busy = false;
 }
 
@@ -91,6 +93,30 @@ function stage(pieces: Float64Array): void {
   }
 }
 
+/** A failure as it crosses back to the main thread (errors are not cloned with their class). */
+export interface WorkerError {
+  message: string;
+  /** Set for a `CudaError`, so that the main thread can rebuild one. */
+  cuda?: { code: number; cudaName: string; text: string; op: string };
+}
+
+/** A failure of this Worker as it crosses back to the main thread. */
+export function describeWorkerError(error: unknown): WorkerError {
+  if (error instanceof CudaError) {
+    const { code, cudaName, op } = error;
+    return { message: error.message, cuda: { code, cudaName, text: error.text, op } };
+  }
+  return { message: String(error instanceof Error ? error.message : error) };
+}
+
+/** The main thread's copy of a Worker's failure: a `CudaError` where it was one. */
+export function workerFailure(error: WorkerError): Error {
+  const cuda = error.cuda;
+  return cuda
+    ? new CudaError(cuda.code, cuda.cudaName, cuda.text, cuda.op)
+    : new Error(error.message);
+}
+
 function onMessage(event: MessageEvent): void {
   const message = event.data;
   if (message.close) {
@@ -111,7 +137,7 @@ function onMessage(event: MessageEvent): void {
   } catch (error) {
     scope.postMessage({
       id: message.id,
-      error: String(error instanceof Error ? error.message : error),
+      error: describeWorkerError(error),
     });
   }
 }

@@ -8,7 +8,7 @@
  * @module
  */
 
-import { PIECE_FIELDS, SLOT_BYTES } from "./staging_worker.ts";
+import { PIECE_FIELDS, SLOT_BYTES, workerFailure } from "./staging_worker.ts";
 
 export { SLOT_BYTES };
 
@@ -74,7 +74,7 @@ function start(): PoolWorker[] {
       const waiter = entry.pending.get(id);
       if (!waiter) return;
       entry.pending.delete(id);
-      if (error) waiter.reject(new Error(error));
+      if (error) waiter.reject(workerFailure(error));
       else waiter.resolve();
     };
     worker.onerror = (event: ErrorEvent) => {
@@ -135,7 +135,7 @@ export async function stageOnWorkers(pieces: readonly StagingPiece[]): Promise<v
     await Promise.all(jobs);
   } finally {
     if (--active === 0) {
-      idleTimer = setTimeout(() => void closeWorkers(), IDLE_CLOSE_MS);
+      idleTimer = setTimeout(() => void closeStagingWorkers(), IDLE_CLOSE_MS);
     }
   }
 }
@@ -154,7 +154,7 @@ export async function stageOnWorkers(pieces: readonly StagingPiece[]): Promise<v
  * await closeStagingWorkers();
  * ```
  */
-export async function closeWorkers(): Promise<void> {
+export async function closeStagingWorkers(): Promise<void> {
   if (idleTimer !== undefined) clearTimeout(idleTimer);
   idleTimer = undefined;
   const closing = workers;

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import { deviceCount, disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
-import { closeWorkers } from "../../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../../src/staging/worker_pool.ts";
 import { bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -194,6 +194,6 @@ Deno.test({
       disposeAll(device === "cuda:0" ? out.one : device === "cuda:1" ? out.zero : out);
     }
     disposeAll([first, second, back]);
-    await closeWorkers();
+    await closeStagingWorkers();
   },
 });

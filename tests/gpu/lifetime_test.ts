@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { CudaError, disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { closeWorkers } from "../../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../../src/staging/worker_pool.ts";
 import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -43,7 +43,7 @@ Deno.test({
     const result = await handle.get();
     result.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), expected[i]));
     disposeAll(result);
-    await closeWorkers();
+    await closeStagingWorkers();
   },
 });
 
