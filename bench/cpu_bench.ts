@@ -51,7 +51,7 @@ Deno.bench({
   name: "planPacking(): 528 tensors into chunks",
   group: "plan",
   fn: () => {
-    planPacking(sizes, elementSizes, packCandidates(sizes, options), options, () => 0);
+    planPacking({ bytes: sizes, elementSizes }, packCandidates(sizes, options), options, () => 0);
   },
 });
 
@@ -62,7 +62,12 @@ function viewOf(cls: { new (b: ArrayBuffer): TypedArray }): TypedArray {
   if (!view) views.set(cls, view = new cls(packed.buffer));
   return view;
 }
-const [plan] = planPacking(sizes, elementSizes, packCandidates(sizes, options), options, () => 0);
+const [plan] = planPacking(
+  { bytes: sizes, elementSizes },
+  packCandidates(sizes, options),
+  options,
+  () => 0,
+);
 Deno.bench({
   name: "naive: a fresh buffer per tensor (slice)",
   group: "pack",

@@ -69,19 +69,24 @@ export function packCandidates(
   return candidates.length >= 2 ? candidates : [];
 }
 
+// A multiple of every power-of-two alignment up to 2^20.
+const BASE_MODULUS = 1 << 20;
+
+/** The tensors a plan lays out: payload bytes and element size of each, by index. */
+export interface PackSizes {
+  bytes: ArrayLike<number>;
+  elementSizes: ArrayLike<number>;
+}
+
 /**
- * Lays out `candidates` into chunks.
+ * Lays out `candidates` (indices into `sizes`) into chunks.
  *
  * @param openChunk called when a chunk opens with the chunk's index and the
  * bytes it may need (payload plus room to align its first member); returns
  * the chunk's base address
  */
-// A multiple of every power-of-two alignment up to 2^20.
-const BASE_MODULUS = 1 << 20;
-
 export function planPacking(
-  bytes: ArrayLike<number>,
-  elementSizes: ArrayLike<number>,
+  { bytes, elementSizes }: PackSizes,
   candidates: readonly number[],
   options: PackOptions,
   openChunk: (index: number, capacity: number) => number,

@@ -15,7 +15,7 @@ function plan(
   options = defaults,
   base = (_: number, _capacity: number) => 0,
 ) {
-  return planPacking(bytes, elementSizes, packCandidates(bytes, options), options, base);
+  return planPacking({ bytes, elementSizes }, packCandidates(bytes, options), options, base);
 }
 
 Deno.test("effectiveAlignment() is max(min, element size) rounded up to the element size", () => {

@@ -71,8 +71,7 @@ export function placeChunks(route: Route, { indices, pool, packer }: Placement):
       elements.push(elementSizeOf(output.dtype));
     }
     plans = planPacking(
-      bytes,
-      elements,
+      { bytes, elementSizes: elements },
       packCandidates(bytes, route.options),
       route.options,
       (_, capacity) => {
