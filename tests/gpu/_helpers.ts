@@ -5,7 +5,8 @@
  */
 
 import { testAids } from "../../ffi/test_aids.ts";
-import { deviceCount, type Tensor, type TypedArray } from "../../mod.ts";
+import assert from "node:assert/strict";
+import { deviceCount, Tensor, type TypedArray } from "../../mod.ts";
 import { random } from "../../examples/reference_batch.ts";
 
 /**
@@ -69,4 +70,27 @@ export function everyDtype(seed: number): Record<string, TypedArray> {
     // A view into the middle of a larger buffer.
     view: randomArray(Float32Array, 64, seed + 13).subarray(3, 17),
   };
+}
+
+/** The tensor leaves of a nested structure, in walk order. */
+export function flatten(value: unknown, into: (Tensor | ArrayBufferView)[] = []): typeof into {
+  if (value instanceof Tensor || ArrayBuffer.isView(value)) into.push(value);
+  else if (Array.isArray(value)) value.forEach((v) => flatten(v, into));
+  else if (value instanceof Map) [...value.values()].forEach((v) => flatten(v, into));
+  else if (value && typeof value === "object") {
+    Object.values(value).forEach((v) => flatten(v, into));
+  }
+  return into;
+}
+
+/** Asserts that `output` holds `input`'s leaves, bit for bit, as tensors on `device`. */
+export function assertRoundTrip(input: unknown, output: unknown, device: string): void {
+  const sources = flatten(input);
+  const results = flatten(output);
+  assert.equal(results.length, sources.length);
+  results.forEach((result, i) => {
+    assert.ok(result instanceof Tensor);
+    assert.equal(result.device, device);
+    assert.deepEqual(bytesOf(result), bytesOf(sources[i] as Tensor), `leaf ${i}`);
+  });
 }

@@ -1,0 +1,41 @@
+import assert from "node:assert/strict";
+import { deviceCount, disposeAll, startCopy } from "../../mod.ts";
+import { closeStagingWorkers } from "../../src/staging/worker_pool.ts";
+import { assertRoundTrip, everyDtype, flatten, hasGpu, randomArray } from "./_helpers.ts";
+
+Deno.test({
+  ignore: !hasGpu || deviceCount() < 2,
+  name: "cuda:0 → cuda:1 copies are packed, bit-exact and ordered after queued work",
+  async fn() {
+    const input = { a: everyDtype(61), big: randomArray(Uint8Array, 5_000_000, 62) };
+    const first = await startCopy(input, "cuda:0").get();
+    const handle = startCopy(first, "cuda:1");
+    const second = await handle.get();
+    assertRoundTrip(input, second, "cuda:1");
+    // The 13 small tensors travel in one gathered chunk, the large one alone.
+    assert.deepEqual(handle.stats(), {
+      tensors: 14,
+      bytes: flatten(input).reduce((sum, leaf) => sum + leaf.byteLength, 0),
+      packedTensors: 13,
+      chunks: 1,
+      copies: 2,
+    });
+    const back = await startCopy(second, "cpu").get();
+    assertRoundTrip(input, back, "cpu");
+    // Sources on two devices at once, to the CPU and to each device.
+    const mixed = { zero: first, one: second };
+    for (const device of ["cpu", "cuda:0", "cuda:1"]) {
+      const handle = startCopy(mixed, device);
+      const out = await handle.get();
+      assertRoundTrip([input, input], [out.zero, out.one], device);
+      // Leaves already on the target come back as the same instances.
+      const same = device === "cuda:0" ? [out.zero, first] : [out.one, second];
+      if (device !== "cpu") {
+        flatten(same[0]).forEach((leaf, i) => assert.equal(leaf, flatten(same[1])[i]));
+      }
+      disposeAll(device === "cuda:0" ? out.one : device === "cuda:1" ? out.zero : out);
+    }
+    disposeAll([first, second, back]);
+    await closeStagingWorkers();
+  },
+});

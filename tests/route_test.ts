@@ -1,0 +1,84 @@
+import assert from "node:assert/strict";
+import { Tensor } from "../mod.ts";
+import { BlockPool } from "../src/memory/block_pool.ts";
+import { Storage } from "../src/memory/storage.ts";
+import { resolveOptions } from "../src/options.ts";
+import { Route } from "../src/route.ts";
+import { walk } from "../src/traverse.ts";
+
+const CUDA0 = 0;
+const CPU = -1;
+
+/** A pool over made-up addresses: binding needs addresses, not memory. */
+function addressPool(): BlockPool {
+  let next = 1 << 20;
+  return new BlockPool({ alloc: (bytes) => (next += bytes + 4096) - bytes, free() {} });
+}
+
+Deno.test("a route to a device sends every CPU leaf host→device, with unbound outputs of the same dtype and shape", () => {
+  const route = new Route(CUDA0, resolveOptions(undefined));
+  const boxes = Tensor.from(new Float32Array(8), [2, 4]);
+  const result = walk({ boxes, ids: new BigInt64Array(3), name: "x" }, route) as Record<
+    string,
+    unknown
+  >;
+  assert.equal(route.tensors, 2);
+  assert.equal(route.bytes, 32 + 24);
+  assert.deepEqual([...route.h2d.view()], [0, 1]);
+  assert.deepEqual([route.peer, route.d2h], [[], []]);
+  const out = result.boxes as Tensor;
+  assert.equal(out.device, "cuda:0");
+  assert.equal(out.dtype, "float32");
+  assert.deepEqual(out.shape, [2, 4]);
+  assert.equal((result.ids as Tensor).dtype, "int64");
+  assert.equal(result.name, "x");
+  // The walk's plan: both in one chunk, 16-byte aligned, input order.
+  assert.deepEqual([...route.packer!.members.view()], [0, 1]);
+  assert.deepEqual([...route.packer!.offsets.view()], [0, 32]);
+  route.releaseLists();
+});
+
+Deno.test("a route to the CPU wraps CPU leaves without copying and moves nothing", () => {
+  const route = new Route(CPU, resolveOptions(undefined));
+  const data = new Int16Array([1, 2, 3]);
+  const [out] = walk([data], route) as Tensor[];
+  assert.equal(route.leaves.length, 0);
+  assert.equal(out.device, "cpu");
+  assert.equal(out.toTypedArray(), data);
+  route.releaseLists();
+});
+
+Deno.test("a tensor already on the target is not routed: the result holds the same instance", () => {
+  const route = new Route(CPU, resolveOptions(undefined));
+  const tensor = Tensor.from(new Uint8Array(4));
+  const [out] = walk([tensor], route) as Tensor[];
+  assert.equal(out, tensor);
+  assert.equal(route.tensors, 1);
+  route.releaseLists();
+});
+
+Deno.test("Route.bind() points an output at its offset in a storage, which it holds until disposed", () => {
+  const pool = addressPool();
+  const route = new Route(CUDA0, resolveOptions(undefined));
+  const [a, b] = walk([new Float32Array(4), new Float32Array(4)], route) as Tensor[];
+  const storage = new Storage(pool, pool.acquire(64), 2);
+  route.bind(0, storage, 0);
+  route.bind(1, storage, 16);
+  assert.equal(
+    Number(Deno.UnsafePointer.value(b.ptr)) - Number(Deno.UnsafePointer.value(a.ptr)),
+    16,
+  );
+  a.dispose();
+  assert.equal(storage.released, false);
+  b.dispose();
+  assert.equal(storage.released, true);
+  assert.equal(pool.stats().inUseBytes, 0);
+  route.releaseLists();
+});
+
+Deno.test("without packing the route plans nothing during the walk", () => {
+  const route = new Route(CUDA0, resolveOptions({ packCpuTensors: false }));
+  walk([new Float32Array(4)], route);
+  assert.equal(route.packer, undefined);
+  route.releaseLists();
+});

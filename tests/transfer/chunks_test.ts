@@ -1,0 +1,95 @@
+import assert from "node:assert/strict";
+import { BlockPool } from "../../src/memory/block_pool.ts";
+import { effectiveAlignment } from "../../src/pack_plan.ts";
+import { resolveOptions, type StartCopyOptions } from "../../src/options.ts";
+import { Route } from "../../src/route.ts";
+import { walk } from "../../src/traverse.ts";
+import {
+  CHUNK_BASE_ALIGNMENT,
+  GATHER_ENTRY_BYTES,
+  GATHER_ENTRY_DOUBLES,
+  placeChunks,
+} from "../../src/transfer/chunks.ts";
+
+/** A pool whose blocks start `skew` bytes past a multiple of 4096. */
+function pool(skew = 0): { pool: BlockPool; blocks: number } {
+  let next = 1 << 24;
+  const counted = { pool: undefined as unknown as BlockPool, blocks: 0 };
+  counted.pool = new BlockPool({
+    alloc(bytes) {
+      counted.blocks++;
+      const address = next + skew;
+      next += Math.ceil((bytes + skew) / 4096) * 4096 + 4096;
+      return address;
+    },
+    free() {},
+  });
+  return counted;
+}
+
+function routed(options?: StartCopyOptions): Route {
+  const route = new Route(0, resolveOptions(options));
+  walk([new Float32Array(3), new Uint8Array(5), new Float64Array(2)], route);
+  return route;
+}
+
+Deno.test("the gather-table layout matches native/gather_entry.h: three doubles", () => {
+  assert.equal(GATHER_ENTRY_DOUBLES, 3);
+  assert.equal(GATHER_ENTRY_BYTES, 24);
+});
+
+Deno.test("placeChunks() uses the walk's plan on a block with the chunk base alignment", () => {
+  const { pool: blocks } = pool();
+  const route = routed();
+  const [chunk, ...rest] = placeChunks(route, {
+    indices: route.h2d.view(),
+    pool: blocks,
+    packer: route.packer,
+  });
+  assert.equal(rest.length, 0);
+  assert.equal(chunk.block.address % CHUNK_BASE_ALIGNMENT, 0);
+  assert.deepEqual(Array.from(chunk.plan.members), [0, 1, 2]);
+  assert.deepEqual(Array.from(chunk.plan.offsets), [0, 16, 32]);
+  assert.equal(chunk.plan.end, 48);
+  route.releaseLists();
+});
+
+Deno.test("placeChunks() plans again when the block breaks the walk's alignment, and still aligns every member's address", () => {
+  const { pool: blocks } = pool(8);
+  const route = routed();
+  const chunks = placeChunks(route, {
+    indices: route.h2d.view(),
+    pool: blocks,
+    packer: route.packer,
+  });
+  const members = chunks.flatMap((c) => Array.from(c.plan.members));
+  assert.deepEqual(members.sort(), [0, 1, 2]);
+  for (const { plan } of chunks) {
+    for (const offset of Array.from(plan.offsets)) {
+      assert.equal((plan.base + offset) % 16, 0, `address ${plan.base + offset}`);
+    }
+  }
+  // The rejected block went back to the pool; only the chunks' blocks are in use.
+  assert.equal(blocks.stats().inUseBytes, chunks.reduce((n, c) => n + c.block.size, 0));
+  route.releaseLists();
+});
+
+Deno.test("placeChunks() without the walk's plan (an alignment that needs buckets) runs the general planner", () => {
+  const { pool: blocks } = pool();
+  const route = routed({ minPackedAlignmentBytes: 6 });
+  assert.equal(route.packer!.valid, false);
+  const chunks = placeChunks(route, {
+    indices: route.h2d.view(),
+    pool: blocks,
+    packer: route.packer,
+  });
+  // Each member at a multiple of effectiveAlignment(6, its element size): 8, 6 and 8.
+  const elementSizes = [4, 1, 8];
+  for (const { plan } of chunks) {
+    Array.from(plan.members).forEach((member, m) => {
+      const align = effectiveAlignment(6, elementSizes[member]);
+      assert.equal((plan.base + plan.offsets[m]) % align, 0, `member ${member}`);
+    });
+  }
+  route.releaseLists();
+});
