@@ -20,14 +20,50 @@ import type { Tensor } from "./tensor.ts";
 import { walk } from "./traverse.ts";
 import { submit } from "./transfer/submit.ts";
 
+/** Objects `startCopy` passes through by reference, whatever their contents. */
+type Opaque =
+  | Date
+  | RegExp
+  | ArrayBuffer
+  | SharedArrayBuffer
+  | DataView
+  | Promise<unknown>
+  | ReadonlySet<unknown>
+  | WeakMap<object, unknown>
+  | WeakSet<object>
+  | Error
+  | ((...args: never[]) => unknown);
+
+/**
+ * Whether `T` has methods: the type of a class instance, which `startCopy`
+ * passes through (at run time only plain objects are walked; a type cannot
+ * say which objects are plain, and data interfaces have no methods).
+ */
+type HasMethods<T> = {
+  [K in keyof T]-?: T[K] extends (...args: never[]) => unknown ? K : never;
+}[keyof T] extends never ? false : true;
+
 /**
  * The result type of copying a `T`: every TypedArray or Tensor leaf becomes
- * a `Tensor`; arrays, plain objects and Maps keep their shape.
+ * a `Tensor`; arrays, tuples, plain objects (types and interfaces) and Maps
+ * keep their shape; other objects (class instances, `Date`, ...) and
+ * primitives pass through as they are.
+ *
+ * @example Typing a batch with an interface
+ * ```ts
+ * import { type CopyResult, startCopy, type Tensor } from "@mtc/core";
+ * interface Sample { boxes: Float32Array; name: string }
+ * const batch: Sample[] = [{ boxes: new Float32Array(4), name: "a" }];
+ * const copied: CopyResult<Sample[]> = await startCopy(batch, "cpu").get();
+ * const boxes: Tensor = copied[0].boxes;
+ * console.assert(boxes.numel === 4 && copied[0].name === "a");
+ * ```
  */
 export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
-  : T extends Map<infer K, infer V> ? Map<K, CopyResult<V>>
+  : T extends Opaque ? T
+  : T extends ReadonlyMap<infer K, infer V> ? Map<K, CopyResult<V>>
   : T extends readonly unknown[] ? { -readonly [I in keyof T]: CopyResult<T[I]> }
-  : T extends Record<string, unknown> ? { [K in keyof T]: CopyResult<T[K]> }
+  : T extends object ? HasMethods<T> extends true ? T : { [K in keyof T]: CopyResult<T[K]> }
   : T;
 
 /**
