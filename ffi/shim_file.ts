@@ -55,6 +55,10 @@ export function platformKey(): string {
 const ENV_NAMES = "MTC_SHIM_PATH,XDG_CACHE_HOME,HOME";
 
 function readEnv(name: string): string | undefined {
+  // Ask first: reading an ungranted variable would prompt on a terminal.
+  if (Deno.permissions.querySync({ name: "env", variable: name }).state !== "granted") {
+    return undefined;
+  }
   try {
     return Deno.env.get(name);
   } catch (error) {

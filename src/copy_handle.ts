@@ -57,7 +57,7 @@ export interface CopyJob<R> {
   /** Called once the events completed: releases staging, returns the result. */
   complete(): R;
   /** Called on failure: releases everything once the GPU is idle. */
-  abort(): void;
+  abort(error?: unknown): void;
 }
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
@@ -204,6 +204,6 @@ export class AsyncCopyHandle<R> {
     inFlight.delete(this as AsyncCopyHandle<unknown>);
     this.#error = error;
     this.#state = FAILED;
-    job.abort();
+    job.abort(error);
   }
 }

@@ -12,6 +12,7 @@
  */
 
 import { AsyncCopyHandle, reapFinished } from "./copy_handle.ts";
+import { DEBUG, logCopy, traceCopy } from "./debug.ts";
 import { parseDevice } from "./device.ts";
 import type { TypedArray } from "./dtype.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
@@ -105,17 +106,25 @@ export function startCopy<T>(
   device: string,
   options?: StartCopyOptions,
 ): AsyncCopyHandle<CopyResult<T>> {
+  const started = DEBUG ? performance.now() : 0;
   const resolved = resolveOptions(options);
   const target = parseDevice(device);
   const route = new Route(target, resolved);
   const result = walk(data, route) as CopyResult<T>;
   reapFinished();
+  const trace = DEBUG ? traceCopy(route, started) : undefined;
   const job = submit(route);
+  if (trace) trace.submitted = performance.now();
   return new AsyncCopyHandle<CopyResult<T>>({
     ...job,
     complete: () => {
       job.complete();
+      if (trace) logCopy(trace, job.stats);
       return result;
+    },
+    abort: (error?: unknown) => {
+      job.abort();
+      if (trace) logCopy(trace, job.stats, error ?? "aborted");
     },
   });
 }

@@ -1,0 +1,67 @@
+/**
+ * `MTC_DEBUG=1`: one line per copy on stderr, saying what it did and how
+ * long it took to submit and to complete.
+ *
+ * @module
+ */
+
+import type { CopyStats } from "./copy_handle.ts";
+import { deviceName } from "./device.ts";
+import type { Route } from "./route.ts";
+
+function debugEnabled(): boolean {
+  // Ask first: reading an ungranted variable would prompt on a terminal.
+  const query = Deno.permissions.querySync({ name: "env", variable: "MTC_DEBUG" });
+  return query.state === "granted" && Deno.env.get("MTC_DEBUG") === "1";
+}
+
+/** Whether copies are logged (read once, at import). */
+export const DEBUG: boolean = debugEnabled();
+
+/** What a copy's log line needs from its start. */
+export interface CopyTrace {
+  directions: string;
+  staging: string;
+  started: number;
+  submitted: number;
+}
+
+/** Notes the route's directions and staging path (before submission returns its lists). */
+export function traceCopy(route: Route, started: number): CopyTrace {
+  const target = deviceName(route.target);
+  const directions: string[] = [];
+  if (route.h2d.length > 0) directions.push(`cpu→${target}`);
+  for (const source of route.bySource(route.peer).keys()) {
+    directions.push(`${deviceName(source)}→${target}`);
+  }
+  for (const source of route.bySource(route.d2h).keys()) {
+    directions.push(`${deviceName(source)}→cpu`);
+  }
+  const { usePinnedStaging, useBackgroundThread } = route.options;
+  return {
+    directions: directions.join(", ") || `nothing to move (to ${target})`,
+    staging: !usePinnedStaging
+      ? "pageable"
+      : useBackgroundThread
+      ? "pinned, large tensors on Workers"
+      : "pinned, inline",
+    started,
+    submitted: performance.now(),
+  };
+}
+
+/** Writes the copy's line: what it did, and submit and complete times in µs. */
+export function logCopy(trace: CopyTrace, stats: CopyStats, failure?: unknown): void {
+  const now = performance.now();
+  const us = (ms: number) => `${(ms * 1000).toFixed(1)} µs`;
+  const outcome = failure === undefined
+    ? `completed after ${us(now - trace.submitted)}`
+    : `FAILED after ${us(now - trace.submitted)}: ${
+      failure instanceof Error ? failure.message : String(failure)
+    }`;
+  console.error(
+    `@mtc/core: copy ${trace.directions}: ${stats.tensors} tensors, ${stats.bytes} bytes, ` +
+      `${stats.packedTensors} packed in ${stats.chunks} chunk(s), ${stats.copies} transfer(s), ` +
+      `staging ${trace.staging}; submitted in ${us(trace.submitted - trace.started)}, ${outcome}`,
+  );
+}
