@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "b80072ed3c8c9124c59af090cca4e8f976f4a09361dabd2cbdc0ba2fef8a01c9";
+export const SHIM_SOURCE_HASH = "8c23883b0596d7189d40376b29abbe21c2693bef8e0097b4c2c0af8a178f2aa1";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 120704,
-    sha256: "4f13b62e20290634dd88f28f04ace049cb98da0c49d031168a88ffcdbefa3416",
+    sha256: "b567261af49dddc37939fa84203864028c3a1429cc300ae43e5351ef67a15bcd",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132936,
-    sha256: "bf45a26caefa946b1d8ed3070391cb40c30447787f484877e3e4fb08742eb49b",
+    sha256: "9814338099581388e4e73f1c99d0127fbd1a2e5343e6f99c3cc54e16794bcc0f",
   },
 };

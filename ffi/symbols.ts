@@ -99,4 +99,6 @@ export const testAidSymbols = {
   mtc_mem_info: { parameters: ["i32", "buffer"], result: "i32" },
   // void mtc_disable_kernels(int32_t disabled)
   mtc_disable_kernels: { parameters: ["i32"], result: "void" },
+  // int32_t mtc_sum_f32(int32_t device, addr_t src, double count, addr_t dst)
+  mtc_sum_f32: { parameters: ["i32", "f64", "f64", "f64"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;

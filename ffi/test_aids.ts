@@ -10,7 +10,12 @@
  */
 
 import { openTestAids } from "./library.ts";
+import type { Tensor } from "../src/tensor.ts";
 import { cudaError } from "./native.ts";
+
+function addressOf(tensor: Tensor): number {
+  return tensor.ptr === null ? 0 : Number(Deno.UnsafePointer.value(tensor.ptr));
+}
 
 const library = openTestAids();
 
@@ -69,6 +74,20 @@ export const testAids = library && {
     const out = new Float64Array(2);
     check(library.symbols.mtc_mem_info(device, out), `read memory info of cuda:${device}`);
     return { free: out[0], total: out[1] };
+  },
+
+  /**
+   * Adds the float32 values of CUDA tensor `src` into element `index` of
+   * float32 CUDA tensor `dst` (a kernel on the library stream of their
+   * device, ordered after the copies queued there): device code that
+   * consumes a copied batch, for examples/training_loop.ts.
+   */
+  sumF32({ src, dst, index }: { src: Tensor; dst: Tensor; index: number }): void {
+    const device = Number(src.device.slice("cuda:".length));
+    check(
+      library.symbols.mtc_sum_f32(device, addressOf(src), src.numel, addressOf(dst) + 4 * index),
+      `sum ${src.numel} floats on ${src.device}`,
+    );
   },
 
   /**

@@ -50,8 +50,9 @@ MTC_HIDDEN CUcontext mtc_context(int device);
 MTC_HIDDEN int mtc_stream_for(int device, CUstream *out);
 
 // Loads `image` (a fat binary) once per device and returns `name` from it.
-// `slot` identifies the image (0..MTC_MAX_MODULES-1).
-#define MTC_MAX_MODULES 2
+// `slot` identifies the image and function (0..MTC_MAX_MODULES-1): one
+// function is cached per slot.
+#define MTC_MAX_MODULES 3
 MTC_HIDDEN int mtc_function(int device, int slot, const void *image, const char *name,
                             CUfunction *out);
 

@@ -6,10 +6,12 @@
 
 #include <string.h>
 
-#include "generated/delay_fatbin.h"
+#include "generated/test_aids_fatbin.h"
 #include "shim.h"
 
-#define DELAY_MODULE 1
+// One function is cached per slot, so each aid kernel has its own.
+#define DELAY_SLOT 1
+#define SUM_SLOT 2
 
 int64_t mtc_counts[4];
 int mtc_kernels_disabled;
@@ -27,7 +29,7 @@ MTC_EXPORT int32_t mtc_delay_stream(int32_t device, double microseconds) {
   int st = mtc_stream_for(device, &s);
   if (st) return st;
   CUfunction kernel;
-  st = mtc_function(device, DELAY_MODULE, mtc_delay_fatbin, "mtc_delay_kernel", &kernel);
+  st = mtc_function(device, DELAY_SLOT, mtc_test_aids_fatbin, "mtc_delay_kernel", &kernel);
   if (st) return st;
   uint64_t nanoseconds = (uint64_t)(microseconds * 1000.0);
   void *args[] = {&nanoseconds};
@@ -65,4 +67,21 @@ MTC_EXPORT int32_t mtc_mem_info(int32_t device, double *out) {
 // path they take where the driver cannot load the device code.
 MTC_EXPORT void mtc_disable_kernels(int32_t disabled) {
   __atomic_store_n(&mtc_kernels_disabled, disabled, __ATOMIC_RELAXED);
+}
+
+// Adds the `count` float32 values at device address `src` into the float at
+// device address `dst`, on the library stream of `device` (ordered after the
+// copies queued there): device code that consumes a copied batch.
+MTC_EXPORT int32_t mtc_sum_f32(int32_t device, addr_t src, double count, addr_t dst) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  CUfunction kernel;
+  st = mtc_function(device, SUM_SLOT, mtc_test_aids_fatbin, "mtc_sum_f32_kernel", &kernel);
+  if (st) return st;
+  void *source = PTR(src);
+  uint64_t n = (uint64_t)count;
+  void *target = PTR(dst);
+  void *args[] = {&source, &n, &target};
+  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 256, 1, 1, 0, s, args, NULL);
 }
