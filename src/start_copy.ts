@@ -21,8 +21,8 @@ import type { Tensor } from "./tensor.ts";
 import { walk } from "./traverse.ts";
 import { submit } from "./transfer/submit.ts";
 
-/** Objects `startCopy` passes through by reference, whatever their contents. */
-type Opaque =
+/** Objects `startCopy` passes through by reference, whatever their contents (for {@linkcode CopyResult}). */
+export type OpaqueObject =
   | Date
   | RegExp
   | ArrayBuffer
@@ -40,7 +40,7 @@ type Opaque =
  * passes through (at run time only plain objects are walked; a type cannot
  * say which objects are plain, and data interfaces have no methods).
  */
-type HasMethods<T> = {
+export type HasMethods<T> = {
   [K in keyof T]-?: T[K] extends (...args: never[]) => unknown ? K : never;
 }[keyof T] extends never ? false : true;
 
@@ -61,7 +61,7 @@ type HasMethods<T> = {
  * ```
  */
 export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
-  : T extends Opaque ? T
+  : T extends OpaqueObject ? T
   : T extends ReadonlyMap<infer K, infer V> ? Map<K, CopyResult<V>>
   : T extends readonly unknown[] ? { -readonly [I in keyof T]: CopyResult<T[I]> }
   : T extends object ? HasMethods<T> extends true ? T : { [K in keyof T]: CopyResult<T[K]> }
