@@ -118,13 +118,21 @@ async function* run<T>(
       queue.push({ error });
     }
   };
-  try {
+  const fill = async (): Promise<void> => {
     while (!exhausted && queue.length < depth) await pull();
-    while (queue.length > 0) {
-      const head = queue.shift()!;
+  };
+  // The refill runs while the loop body works on the batch just yielded
+  // (its awaits let an async source produce the next batches meanwhile);
+  // the next step waits for it before taking its batch.
+  let filling = fill();
+  try {
+    while (true) {
+      await filling;
+      const head = queue.shift();
+      if (head === undefined) return;
       if ("error" in head) throw head.error;
       // Keep `depth` copies in flight behind the one about to be used.
-      while (!exhausted && queue.length < depth) await pull();
+      filling = fill();
       const result = await head.handle.get();
       previous = result;
       yield result;
@@ -132,6 +140,7 @@ async function* run<T>(
       previous = undefined;
     }
   } finally {
+    await filling;
     if (!exhausted) await iterator.return?.();
     for (const pending of queue) {
       if ("handle" in pending) {

@@ -39,6 +39,8 @@ Deno.test("prefetch() keeps depth batches in flight beyond the one in use", asyn
     const pulled: number[] = [];
     let step = 0;
     for await (const _ of prefetch(batches(8, pulled), "cpu", { depth })) {
+      // The loop body's own awaits give the refill its turn.
+      await new Promise((resolve) => setTimeout(resolve, 0));
       assert.equal(pulled.length, Math.min(step + 1 + depth, 8), `depth ${depth}, step ${step}`);
       step++;
     }
