@@ -10,7 +10,13 @@
 
 import { pointerOf, pointerOfView } from "../ffi/native.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
-import { arrayClassOf, type DType, DTYPE_SIZE, type TypedArray } from "./dtype.ts";
+import {
+  arrayClassOf,
+  type DType,
+  DTYPE_SIZE,
+  type TypedArray,
+  typedArrayNameOf,
+} from "./dtype.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkTensorArgs } from "./tensor_args.ts";
@@ -158,7 +164,12 @@ export class Tensor {
     }
     const cls = arrayClassOf(this.dtype);
     const data = this.#data;
-    if (data && data.constructor === cls) return data;
+    // The wrapped array itself only when it is exactly the dtype's built-in class.
+    if (
+      data && Object.getPrototypeOf(data) === cls.prototype && typedArrayNameOf(data) === cls.name
+    ) {
+      return data;
+    }
     if (data) return new cls(data.buffer, data.byteOffset, this.numel);
     const storage = this.#storage!;
     return new cls(pinnedBuffer(storage.block), this.#offset, this.numel);

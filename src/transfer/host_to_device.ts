@@ -6,7 +6,12 @@
  */
 
 import { addressOf, copyAsync, copyFromBuffer } from "../../ffi/native.ts";
-import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
+import {
+  builtinClassOf,
+  type TypedArray,
+  type TypedArrayConstructor,
+  typedArrayNameOf,
+} from "../dtype.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
@@ -30,17 +35,20 @@ export function hostToDevice(route: Route, submission: Submission): void {
       const payload = end - start;
       const storage = new Storage(pool, block, members.length);
       const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
-      // Consecutive leaves mostly share a class: reuse the last view.
-      let lastClass: unknown;
+      // Consecutive leaves mostly share a type: reuse the last view. The
+      // type is the array's internal one, never its `constructor`, so that a
+      // view of the same element type copies the bytes unchanged.
+      let lastType: string | undefined;
       let view: TypedArray | undefined;
       let elementBytes = 1;
       for (let m = 0; m < members.length; m++) {
         const k = members[m];
         packed[k] = 1;
         const src = route.hostBytes(h2d[k]);
-        const cls = src.constructor as TypedArrayConstructor;
-        if (cls !== lastClass) {
-          lastClass = cls;
+        const type = typedArrayNameOf(src);
+        if (type !== lastType) {
+          lastType = type;
+          const cls = builtinClassOf(src);
           view = stage ? pinnedView(stage, cls) : pageableView(payload, cls);
           elementBytes = cls.BYTES_PER_ELEMENT;
         }
@@ -83,7 +91,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
     } else {
       const src = route.hostBytes(i);
       const stage = submission.takeStaging(bytes);
-      pinnedView(stage, src.constructor as TypedArrayConstructor).set(src as never, 0);
+      pinnedView(stage, builtinClassOf(src)).set(src as never, 0);
       copyAsync({ device: target, dst: block.address, src: stage.address, bytes });
     }
   }

@@ -169,3 +169,24 @@ Deno.test({
     t.dispose();
   },
 });
+
+Deno.test({
+  ...gpu,
+  name: "subclassed, foreign and mislabelled TypedArrays reach cuda:0 with their own bytes",
+  async fn() {
+    const { default: vm } = await import("node:vm");
+    class Boxes extends Float32Array {}
+    const lying = randomArray(Float32Array, 9, 91);
+    Object.defineProperty(lying, "constructor", { value: Int32Array });
+    const input = {
+      boxes: new Boxes(randomArray(Float32Array, 12, 92)),
+      foreign: vm.runInNewContext("new Float64Array([1.25, -2.5, 3.75])") as Float64Array,
+      lying,
+      large: new Boxes(randomArray(Float32Array, 100_000, 93)), // unpacked, staged alone
+    };
+    const onDevice = await startCopy(input, "cuda:0").get();
+    assert.equal(onDevice.lying.dtype, "float32");
+    assertSameBytes(input, onDevice);
+    disposeAll(onDevice);
+  },
+});
