@@ -14,6 +14,7 @@ import {
   cudaStatus,
   deviceCount,
   disposeAll,
+  prefetch,
   startCopy,
   Tensor,
 } from "../../mod.ts";
@@ -61,4 +62,20 @@ console.log(
   `round trip via ${device}: ${received.length} tensors, ${total} bytes, bit-exact, all on ${device}: ${where} (${ms} ms)`,
 );
 disposeAll([onDevice, back]);
+
+// A prefetching loop over three batches, each checked against its source.
+let steps = 0;
+for await (
+  const batch of prefetch([1, 2, 3].map((seed) => createBatchMetaData(16, seed)), device)
+) {
+  const source = leaves(createBatchMetaData(16, steps + 1));
+  const copied = await startCopy(batch, "cpu").get();
+  if (!leaves(copied).every((t, i) => bytes(t).every((x, k) => x === bytes(source[i])[k]))) {
+    console.log(`MISMATCH in prefetched batch ${steps}`);
+    Deno.exit(1);
+  }
+  disposeAll([batch, copied]);
+  steps++;
+}
+console.log(`prefetch via ${device}: ${steps} batches, bit-exact`);
 await closeStagingWorkers();

@@ -61,6 +61,7 @@ echo "remote: first run (empty DENO_DIR, empty cache)"
 first=$(run_consumer 2>&1) || { echo "$first"; exit 1; }
 echo "$first" | sed 's/^/  /'
 echo "$first" | grep -q '^shim: download ' || { echo "remote: the first run did not download the shim" >&2; exit 1; }
+echo "$first" | grep -q '^prefetch via .*: 3 batches, bit-exact' || { echo "remote: prefetch did not run" >&2; exit 1; }
 
 # The staging Worker module must be in DENO_DIR for an offline GPU node.
 grep -rlq 'PIECE_FIELDS' "$work/deno_dir" ||
