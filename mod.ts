@@ -20,7 +20,7 @@
 export { startCopy } from "./src/start_copy.ts";
 export { prefetch } from "./src/prefetch.ts";
 export type { PrefetchOptions } from "./src/prefetch.ts";
-export { WORKER_MIN_BYTES } from "./src/staging/worker_pool.ts";
+export { BACKGROUND_MIN_BYTES, WORKER_MIN_BYTES } from "./src/staging/background.ts";
 export type { CopyResult, HasMethods, OpaqueObject } from "./src/start_copy.ts";
 export { AsyncCopyHandle } from "./src/copy_handle.ts";
 export type { CopyStats } from "./src/copy_handle.ts";
@@ -31,5 +31,5 @@ export { disposeAll } from "./src/dispose.ts";
 export { releaseCachedMemory } from "./src/memory/release.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
-export { closeStagingWorkers } from "./src/staging/worker_pool.ts";
+export { closeStagingWorkers } from "./src/staging/background.ts";
 export { CudaError } from "./ffi/native.ts";

@@ -36,7 +36,7 @@ import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memor
 import { devicePool } from "../src/memory/device_memory.ts";
 import { acquireEvent, releaseEvent } from "../src/memory/event_pool.ts";
 import type { TypedArrayConstructor } from "../src/dtype.ts";
-import { closeStagingWorkers } from "../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../src/staging/background.ts";
 
 if (deviceCount() === 0) {
   console.log("No CUDA device: the GPU benchmark needs one.");

@@ -205,20 +205,45 @@ export function copyFromBuffer(
   );
 }
 
-/** Copies host memory into pinned memory, then queues pinned → device. */
-export function stageAndCopy(
-  { device, dst, pinned, src, bytes }: {
-    device: number;
-    dst: number;
-    pinned: number;
-    src: number;
-    bytes: number;
-  },
-): void {
+/** Creates a stager of `device`: `slots` pinned slots of `slotBytes`; returns its handle. */
+export function stagerCreate(device: number, slots: number, slotBytes: number): number {
   check(
-    sym().mtc_stage_and_copy(device, dst, pinned, src, bytes),
-    () => `stage and copy ${bytes} bytes to cuda:${device}`,
+    sym().mtc_stager_create(device, slots, slotBytes, out),
+    () => `allocate ${slots} × ${slotBytes} bytes of pinned staging memory for cuda:${device}`,
   );
+  return out[0];
+}
+
+/** Waits for a stager's queued copies and frees it. */
+export function stagerDestroy(stager: number): void {
+  check(sym().mtc_stager_destroy(stager), "free pinned staging memory");
+}
+
+/** One range of a JS buffer to stage to device memory. */
+export interface StagedRange {
+  /** The stager (from {@linkcode stagerCreate}) the call uses alone. */
+  stager: number;
+  /** Device address the range goes to. */
+  dst: number;
+  /** The source: a view whose memory Deno keeps alive for the call. */
+  src: ArrayBufferView;
+  /** Byte offset in `src` and bytes to copy. */
+  offset: number;
+  bytes: number;
+}
+
+/**
+ * Stages a range of a JS buffer through a stager's pinned slots and queues
+ * its copies, on a Deno blocking-pool thread; resolves with 0 once every
+ * piece is queued, or a status. Deno holds `src`'s memory for the call, so
+ * detaching it meanwhile cannot make the copy read freed memory; a buffer
+ * detached before the call starts gives `MTC_E_BAD_ARGUMENT`. Resizable
+ * buffers are refused by Deno (stage those on the calling thread).
+ */
+export function stageBufferOffThread(
+  { stager, dst, src, offset, bytes }: StagedRange,
+): Promise<number> {
+  return sym().mtc_stage_buffer_nonblocking(stager, dst, src, offset, bytes);
 }
 
 /** A peer copy across devices and the two events that fence it. */

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "8c23883b0596d7189d40376b29abbe21c2693bef8e0097b4c2c0af8a178f2aa1";
+export const SHIM_SOURCE_HASH = "5f1cac3d88ce285cbf65940bbe8bdfd75d1ddfbf88ef6a0acac60103584b0c6c";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 120704,
-    sha256: "b567261af49dddc37939fa84203864028c3a1429cc300ae43e5351ef67a15bcd",
+    bytes: 124808,
+    sha256: "bae23b1d914e93e94c7000c055df270af868476648d11c301b7254ca5cd33729",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 132936,
-    sha256: "9814338099581388e4e73f1c99d0127fbd1a2e5343e6f99c3cc54e16794bcc0f",
+    bytes: 132944,
+    sha256: "d64d0e29a60dbeadcf39425f61d23cdca85f7710b1e87640a2f4fb6c4e0c3e23",
   },
 };

@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 7;
+export const ABI_VERSION = 8;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -60,10 +60,17 @@ export const symbols = {
     parameters: ["i32", "f64", "buffer", "f64", "f64"],
     result: "i32",
   },
-  // int32_t mtc_stage_and_copy(int32_t device, addr_t dst, addr_t pinned, addr_t src, double bytes)
-  mtc_stage_and_copy: {
-    parameters: ["i32", "f64", "f64", "f64", "f64"],
+  // int32_t mtc_stager_create(int32_t device, int32_t slots, double slot_bytes, double* out)
+  mtc_stager_create: { parameters: ["i32", "i32", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_stager_destroy(addr_t stager)
+  mtc_stager_destroy: { parameters: ["f64"], result: "i32" },
+  // int32_t mtc_stage_buffer(addr_t stager, addr_t dst, const uint8_t* src, double offset, double bytes),
+  // on a Deno blocking-pool thread, which keeps `src` alive for the call
+  mtc_stage_buffer_nonblocking: {
+    name: "mtc_stage_buffer",
+    parameters: ["f64", "f64", "buffer", "f64", "f64"],
     result: "i32",
+    nonblocking: true,
   },
   // int32_t mtc_copy_peer(int32_t dst_device, addr_t dst, int32_t src_device, addr_t src, double bytes,
   //                       addr_t fence_a, addr_t fence_b)

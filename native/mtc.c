@@ -8,6 +8,7 @@
 // binary embedded below and loaded with cuModuleLoadData. The exports are
 // exactly the symbols of ffi/symbols.ts; test aids live in testaid.c.
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "gather_entry.h"
@@ -17,7 +18,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 7
+#define MTC_ABI_VERSION 8
 #endif
 
 #ifndef MTC_SOURCE_HASH
@@ -201,13 +202,101 @@ MTC_EXPORT int32_t mtc_copy_from_buffer(int32_t device, addr_t dst, const uint8_
   return 0;
 }
 
-// Stages `bytes` from pageable host memory into pinned memory (plain memcpy
-// on the calling thread), then queues the pinned->device copy on the stream.
-// Staging workers call this per piece, so staging and DMA overlap.
-MTC_EXPORT int32_t mtc_stage_and_copy(int32_t device, addr_t dst, addr_t pinned, addr_t src, double bytes) {
+// A stager: pinned slots and their events, which one staging call at a time
+// uses to move pageable host memory to a device, pipelined: while the DMA
+// of one slot runs, the next piece is copied into the next slot.
+#define MTC_STAGER_MAX_SLOTS 8
+struct mtc_stager {
+  int device;
+  int slots;
+  int next;
+  size_t slot_bytes;
+  void *slot[MTC_STAGER_MAX_SLOTS];
+  CUevent event[MTC_STAGER_MAX_SLOTS];
+  int busy[MTC_STAGER_MAX_SLOTS];
+};
+
+static void stager_free(struct mtc_stager *st) {
+  for (int i = 0; i < st->slots; i++) {
+    if (st->event[i]) {
+      if (st->busy[i]) mtc_cu.cuEventSynchronize(st->event[i]);
+      mtc_cu.cuEventDestroy(st->event[i]);
+    }
+    if (st->slot[i]) mtc_cu.cuMemFreeHost(st->slot[i]);
+  }
+  free(st);
+}
+
+// Creates a stager of `slots` pinned slots of `slot_bytes` for `device`.
+MTC_EXPORT int32_t mtc_stager_create(int32_t device, int32_t slots, double slot_bytes, double *out) {
+  if (slots < 1 || slots > MTC_STAGER_MAX_SLOTS || slot_bytes <= 0) return MTC_E_BAD_ARGUMENT;
+  int status = mtc_use_device(device);
+  if (status) return status;
+  struct mtc_stager *st = calloc(1, sizeof *st);
+  if (st == NULL) return MTC_E_BAD_ARGUMENT;
+  st->device = device;
+  st->slots = slots;
+  st->slot_bytes = (size_t)slot_bytes;
+  for (int i = 0; i < slots && status == 0; i++) {
+    status = mtc_cu.cuMemHostAlloc(&st->slot[i], st->slot_bytes, CU_MEMHOSTALLOC_PORTABLE);
+    if (status == 0) {
+      MTC_COUNT(MTC_COUNT_HOST_ALLOCS);
+      status = mtc_cu.cuEventCreate(&st->event[i], CU_EVENT_DISABLE_TIMING);
+    }
+  }
+  if (status) {
+    stager_free(st);
+    return status;
+  }
+  *out = ADDR(st);
+  return 0;
+}
+
+// Waits for the stager's queued copies, then frees it.
+MTC_EXPORT int32_t mtc_stager_destroy(addr_t stager) {
+  struct mtc_stager *st = (struct mtc_stager *)PTR(stager);
+  int status = mtc_use_device(st->device);
+  if (status) return status;
+  stager_free(st);
+  return 0;
+}
+
+// Copies `bytes` of the JS buffer `src` (from `offset`) to device address
+// `dst` through the stager's pinned slots, queueing each slot's copy on the
+// library stream of the stager's device; returns once every piece is
+// queued. Called as a nonblocking FFI call, on a Deno blocking-pool thread:
+// Deno keeps `src`'s memory alive until it returns, even if JS detaches the
+// buffer meanwhile, so the copy never reads freed memory. A buffer already
+// detached arrives as NULL.
+MTC_EXPORT int32_t mtc_stage_buffer(addr_t stager, addr_t dst, const uint8_t *src, double offset,
+                                    double bytes) {
+  struct mtc_stager *st = (struct mtc_stager *)PTR(stager);
   if (bytes <= 0) return 0;
-  memcpy(PTR(pinned), PTR(src), (size_t)bytes);
-  return mtc_copy_async(device, dst, pinned, bytes, 0);
+  if (src == NULL) return MTC_E_BAD_ARGUMENT;
+  CUstream s;
+  int status = mtc_stream_for(st->device, &s);
+  if (status) return status;
+  size_t total = (size_t)bytes, done = 0;
+  const uint8_t *from = src + (size_t)offset;
+  while (done < total) {
+    int i = st->next;
+    st->next = (st->next + 1) % st->slots;
+    if (st->busy[i]) {
+      status = mtc_cu.cuEventSynchronize(st->event[i]);
+      if (status) return status;
+      st->busy[i] = 0;
+    }
+    size_t n = total - done < st->slot_bytes ? total - done : st->slot_bytes;
+    memcpy(st->slot[i], from + done, n);
+    status = mtc_cu.cuMemcpyAsync(DPTR(dst) + done, (CUdeviceptr)(uintptr_t)st->slot[i], n, s);
+    if (status) return status;
+    MTC_COUNT(MTC_COUNT_COPIES);
+    status = mtc_cu.cuEventRecord(st->event[i], s);
+    if (status) return status;
+    st->busy[i] = 1;
+    done += n;
+  }
+  return 0;
 }
 
 // Peer copy from `src` on `src_device` to `dst` on `dst_device`, ordered

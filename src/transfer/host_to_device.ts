@@ -1,11 +1,11 @@
 /**
  * CPU → CUDA: packed chunks first (one DMA each), then the other leaves one
- * by one; large pageable leaves are left to the staging Workers.
+ * by one; large pageable leaves are staged in the background.
  *
  * @module
  */
 
-import { addressOf, copyAsync, copyFromBuffer } from "../../ffi/native.ts";
+import { copyAsync, copyFromBuffer } from "../../ffi/native.ts";
 import {
   builtinClassOf,
   type TypedArray,
@@ -16,7 +16,7 @@ import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
-import { WORKER_MIN_BYTES } from "../staging/worker_pool.ts";
+import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
 import { placeChunks } from "./chunks.ts";
 import type { Submission } from "./submission.ts";
 
@@ -81,11 +81,14 @@ export function hostToDevice(route: Route, submission: Submission): void {
       copyAsync({ device: target, dst: block.address, src: route.sourceAddress(i), bytes });
     } else if (!options.usePinnedStaging) {
       copyFromBuffer({ device: target, dst: block.address, src: route.hostBytes(i) });
-    } else if (options.useBackgroundThread && bytes >= WORKER_MIN_BYTES) {
-      submission.stageOnWorkers({
+    } else if (
+      options.useBackgroundThread && bytes >= BACKGROUND_MIN_BYTES &&
+      !isResizable(route.hostBytes(i))
+    ) {
+      submission.stageInBackground({
         device: target,
         dst: block.address,
-        src: addressOf(route.hostBytes(i)),
+        src: route.hostBytes(i),
         bytes,
       });
     } else {
@@ -95,6 +98,16 @@ export function hostToDevice(route: Route, submission: Submission): void {
       copyAsync({ device: target, dst: block.address, src: stage.address, bytes });
     }
   }
+}
+
+/**
+ * Whether `view`'s buffer can change size. Deno refuses those as arguments of
+ * the nonblocking calls that stage in the background (it could not keep
+ * their memory in place), so they are staged here, synchronously.
+ */
+function isResizable(view: TypedArray): boolean {
+  const buffer = view.buffer as ArrayBuffer & { growable?: boolean };
+  return buffer.resizable === true || buffer.growable === true;
 }
 
 let pageableScratch = new ArrayBuffer(0);

@@ -23,8 +23,8 @@
  *   hand its block to someone else.
  *
  * Completion is one event per device the copy touched, recorded after the
- * last work queued there (for the target, after the staging Workers queued
- * their pieces). Whoever settles the copy (the handle, on success or
+ * last work queued there (for the target, after background staging queued
+ * its pieces). Whoever settles the copy (the handle, on success or
  * failure) calls exactly one of `complete` or `abort`; on failure the ledger
  * drains the streams first, because queued work may still read what it is
  * about to release.
@@ -39,7 +39,7 @@ import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";
 import type { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
-import { splitIntoPieces, stageOnWorkers, type StagingPiece } from "../staging/worker_pool.ts";
+import { type BackgroundRange, stageInBackground } from "../staging/background.ts";
 
 /** The ledger of one copy (see the note above). */
 export class Submission {
@@ -51,7 +51,7 @@ export class Submission {
   readonly #fences: DeviceEvent[] = [];
   readonly #events: DeviceEvent[] = [];
   readonly #devices = new Set<number>();
-  #pieces: StagingPiece[] | undefined;
+  #background: BackgroundRange[] | undefined;
 
   /** A ledger for `route`; holds the input storages from now on. */
   constructor(route: Route) {
@@ -88,9 +88,9 @@ export class Submission {
     return event;
   }
 
-  /** Leaves a pageable range for the staging Workers to stage and send. */
-  stageOnWorkers(piece: StagingPiece): void {
-    splitIntoPieces(piece, this.#pieces ??= []);
+  /** Leaves a pageable range to be staged and sent in the background. */
+  stageInBackground(range: BackgroundRange): void {
+    (this.#background ??= []).push(range);
   }
 
   /** Records the completion event of `device` after the work queued so far. */
@@ -102,7 +102,7 @@ export class Submission {
 
   /**
    * The job for the handle: the target's completion event is recorded now,
-   * or once the Workers have queued their pieces. `complete` runs when the
+   * or once background staging has queued its pieces. `complete` runs when the
    * copy has completed, after the ledger released what it held.
    */
   job(complete: () => void): CopyJob<void> {
@@ -111,8 +111,8 @@ export class Submission {
     if (this.#devices.has(target)) {
       const event = acquireEvent(target);
       this.#events.push({ device: target, event });
-      if (this.#pieces) {
-        submitted = stageOnWorkers(this.#pieces).then(() => eventRecord(target, event));
+      if (this.#background) {
+        submitted = stageInBackground(this.#background).then(() => eventRecord(target, event));
       } else {
         eventRecord(target, event);
       }

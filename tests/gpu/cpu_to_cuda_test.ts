@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
-import { closeStagingWorkers } from "../../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../../src/staging/background.ts";
 import { addressOf, bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };

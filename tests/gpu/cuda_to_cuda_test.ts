@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { deviceCount, disposeAll, startCopy } from "../../mod.ts";
-import { closeStagingWorkers } from "../../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../../src/staging/background.ts";
 import { assertRoundTrip, everyDtype, flatten, hasGpu, randomArray } from "./_helpers.ts";
 
 Deno.test({

@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { CudaError, disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { closeStagingWorkers } from "../../src/staging/worker_pool.ts";
+import { closeStagingWorkers } from "../../src/staging/background.ts";
 import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };

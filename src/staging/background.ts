@@ -1,0 +1,169 @@
+/**
+ * Background staging of large pageable tensors: off the main thread, in
+ * parallel, pipelined with the DMA, and safe against inputs that change
+ * under the copy.
+ *
+ * Each job (up to {@linkcode JOB_BYTES} of one tensor) is one nonblocking
+ * FFI call, `mtc_stage_buffer`, which runs on Deno's blocking thread pool:
+ * it copies the job's bytes into the pinned slots of a stager and queues
+ * each slot's DMA, waiting for a slot's previous DMA before reusing it. Up
+ * to {@linkcode stagingConcurrency} jobs run at once, each with its own
+ * stager.
+ *
+ * Why not Workers (the first design)? A Worker cannot hold a main-thread
+ * buffer: it read the source through a raw address, so an input detached or
+ * shrunk mid-copy crashed the process. Deno keeps a `buffer` argument of a
+ * nonblocking call alive until the call returns, so the source cannot be
+ * freed under the copy; a job that starts after the input was detached gets
+ * a null pointer and fails the copy with an error instead. The calls also
+ * skip the Workers' message round trips (23–46 µs) and their ready handshake.
+ *
+ * @module
+ */
+
+import { cudaError, stageBufferOffThread, stagerCreate, stagerDestroy } from "../../ffi/native.ts";
+import type { TypedArray } from "../dtype.ts";
+
+/**
+ * Unpacked CPU tensors at least this large are staged in the background
+ * when `useBackgroundThread` is on; smaller ones are staged inline, where a
+ * background round trip (about 20 µs) would cost more than the memcpy.
+ *
+ * @example Which tensors are staged in the background
+ * ```ts
+ * import { BACKGROUND_MIN_BYTES } from "@mtc/core";
+ * const staged = new Float32Array(BACKGROUND_MIN_BYTES / 4).byteLength >= BACKGROUND_MIN_BYTES;
+ * console.assert(staged);
+ * ```
+ */
+export const BACKGROUND_MIN_BYTES = 1024 * 1024;
+
+/**
+ * The former name of {@linkcode BACKGROUND_MIN_BYTES}, from when Workers
+ * staged large tensors.
+ *
+ * @deprecated Use {@linkcode BACKGROUND_MIN_BYTES}.
+ */
+export const WORKER_MIN_BYTES: number = BACKGROUND_MIN_BYTES;
+
+/** Bytes per pinned slot of a stager. */
+export const SLOT_BYTES = 2 * 1024 * 1024;
+
+/** Pinned slots per stager. */
+export const SLOTS = 4;
+
+/** The most bytes one job stages: a stager's slots, once round. */
+export const JOB_BYTES = SLOTS * SLOT_BYTES;
+
+/** An `MTC_E_BAD_ARGUMENT` from the shim: here, a source detached before its job started. */
+const MTC_E_BAD_ARGUMENT = 100002;
+
+/** Jobs that run at once: two cores are left to the main thread and the driver. */
+export function stagingConcurrency(): number {
+  const cores = navigator.hardwareConcurrency ?? 2;
+  return Math.max(1, Math.min(8, cores - 2));
+}
+
+/** A pageable range to stage to device memory. */
+export interface BackgroundRange {
+  device: number;
+  /** The device address it goes to. */
+  dst: number;
+  /** The source: the tensor's own TypedArray (not a raw address). */
+  src: TypedArray;
+  bytes: number;
+}
+
+const idleStagers = new Map<number, number[]>();
+
+function takeStager(device: number): number {
+  return idleStagers.get(device)?.pop() ?? stagerCreate(device, SLOTS, SLOT_BYTES);
+}
+
+function returnStager(device: number, stager: number): void {
+  let list = idleStagers.get(device);
+  if (!list) idleStagers.set(device, list = []);
+  list.push(stager);
+}
+
+/**
+ * Stages and queues `ranges`; resolves once every piece's copy is queued on
+ * its device's stream (not completed). The first jobs start before this
+ * returns, so their sources are held from the start.
+ *
+ * @throws rejects with a `CudaError`, or an `Error` when a source was
+ * detached before its job started
+ */
+export async function stageInBackground(ranges: readonly BackgroundRange[]): Promise<void> {
+  const jobs: (BackgroundRange & { offset: number })[] = [];
+  for (const range of ranges) {
+    for (let offset = 0; offset < range.bytes; offset += JOB_BYTES) {
+      jobs.push({
+        ...range,
+        dst: range.dst + offset,
+        offset,
+        bytes: Math.min(JOB_BYTES, range.bytes - offset),
+      });
+    }
+  }
+  let next = 0;
+  let failure: unknown;
+  const lane = async (): Promise<void> => {
+    while (next < jobs.length && failure === undefined) {
+      const { device, dst, src, offset, bytes } = jobs[next++];
+      const stager = takeStager(device);
+      try {
+        const status = await stageBufferOffThread({ stager, dst, src, offset, bytes });
+        if (status === MTC_E_BAD_ARGUMENT) {
+          failure ??= new Error(
+            `Cannot copy a tensor of ${src.byteLength} bytes whose buffer was detached during the copy: inputs must not change until get() resolves`,
+          );
+        } else if (status !== 0) {
+          failure ??= cudaError(status, `stage ${bytes} bytes to cuda:${device}`);
+        }
+      } finally {
+        returnStager(device, stager);
+      }
+    }
+  };
+  const lanes = Array.from({ length: Math.min(stagingConcurrency(), jobs.length) }, lane);
+  await Promise.all(lanes);
+  if (failure !== undefined) throw failure;
+}
+
+/**
+ * Frees the pinned memory of the idle stagers (a later large copy creates
+ * them again). `releaseCachedMemory()` calls it too.
+ *
+ * @returns the bytes freed
+ */
+export function releaseStagers(): number {
+  let freed = 0;
+  for (const list of idleStagers.values()) {
+    for (const stager of list) {
+      stagerDestroy(stager);
+      freed += SLOTS * SLOT_BYTES;
+    }
+    list.length = 0;
+  }
+  return freed;
+}
+
+/**
+ * Frees the background staging memory now. Kept from the Worker design,
+ * when Workers had to be closed for a Deno process (or a test's sanitizers)
+ * to finish; staging no longer holds anything that keeps a process alive,
+ * and this only frees the idle stagers' pinned memory.
+ *
+ * @returns a Promise that resolves once the memory is freed
+ *
+ * @example At the end of a test
+ * ```ts
+ * import { closeStagingWorkers } from "@mtc/core";
+ * await closeStagingWorkers();
+ * ```
+ */
+export function closeStagingWorkers(): Promise<void> {
+  releaseStagers();
+  return Promise.resolve();
+}

@@ -1,0 +1,65 @@
+import assert from "node:assert/strict";
+import { disposeAll, startCopy } from "../../mod.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+
+const gpu = { ignore: !hasGpu };
+
+Deno.test({
+  ...gpu,
+  name:
+    "a large input detached right after startCopy() returns still lands with its bytes (its memory is held)",
+  async fn() {
+    const input = randomArray(Float32Array, 8 << 20, 101); // 32 MiB: staged in the background
+    const expected = bytesOf(input);
+    const handle = startCopy([input], "cuda:0");
+    input.buffer.transfer(8); // frees the old memory in a naive implementation
+    const [onDevice] = await handle.get();
+    assert.deepEqual(bytesOf(onDevice), expected);
+    disposeAll(onDevice);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "many large inputs detached mid-copy: get() rejects with an error naming the cause, nothing leaks, the process lives",
+  async fn() {
+    const deviceInUse = devicePool(0).stats().inUseBytes;
+    const pinnedInUse = pinnedPool.stats().inUseBytes;
+    const inputs = Array.from({ length: 24 }, (_, i) => randomArray(Uint8Array, 8 << 20, 200 + i));
+    const handle = startCopy(inputs, "cuda:0");
+    for (const input of inputs) input.buffer.transfer(16);
+    const outcome = await handle.get().then(
+      (result) => {
+        disposeAll(result);
+        return "resolved";
+      },
+      (error: Error) => error.message,
+    );
+    // The first jobs hold their sources; later ones may find them detached.
+    if (outcome !== "resolved") assert.match(outcome, /buffer was detached during the copy/);
+    assert.equal(devicePool(0).stats().inUseBytes, deviceInUse);
+    assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
+    const again = await startCopy([randomArray(Float32Array, 300_000, 7)], "cuda:0").get();
+    disposeAll(again);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "a large input over a resizable buffer shrunk right after startCopy() lands with the bytes it had",
+  async fn() {
+    const buffer = new ArrayBuffer(16 << 20, { maxByteLength: 32 << 20 });
+    const input = new Float32Array(buffer, 0, 4 << 20); // fixed length: 16 MiB
+    input.set(randomArray(Float32Array, 4 << 20, 301));
+    const expected = bytesOf(input);
+    const handle = startCopy([input], "cuda:0");
+    buffer.resize(16);
+    const [onDevice] = await handle.get();
+    assert.deepEqual(bytesOf(onDevice), expected);
+    disposeAll(onDevice);
+  },
+});
