@@ -50,7 +50,7 @@ export interface DeviceEvent {
 export interface CopyJob<R> {
   /** Events recorded after all of the copy's GPU work, one per device. */
   events: DeviceEvent[];
-  /** Set while Workers are still staging; resolves once `events` are recorded. */
+  /** Set while background staging runs; resolves once `events` are recorded. */
   submitted?: Promise<void>;
   /** Counters of the copy. */
   stats: CopyStats;

@@ -43,7 +43,7 @@ export function traceCopy(route: Route, started: number): CopyTrace {
     staging: !usePinnedStaging
       ? "pageable"
       : useBackgroundThread
-      ? "pinned, large tensors on Workers"
+      ? "pinned, large tensors in the background"
       : "pinned, inline",
     started,
     submitted: performance.now(),

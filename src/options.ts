@@ -23,11 +23,11 @@ export interface StartCopyOptions {
   /** Maximum payload of one packed chunk; integer >= 1, default 32 MiB. */
   maxPackedChunkBytes?: number;
   /**
-   * Stage large tensors on a pool of Workers, in parallel and pipelined
-   * with the DMA, so `startCopy` returns before they are submitted. Small
-   * copies are staged inline even when set, because handing them to a
-   * Worker costs more than staging them (see docs/ARCHITECTURE.md). Default
-   * `true`.
+   * Stage large tensors (1 MiB and more) off the main thread, in parallel
+   * and pipelined with the DMA, so `startCopy` returns before they are
+   * submitted. Small copies are staged inline even when set, because a
+   * background round trip costs more than staging them (see
+   * docs/ARCHITECTURE.md). Default `true`.
    */
   useBackgroundThread?: boolean;
 }

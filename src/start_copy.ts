@@ -71,8 +71,8 @@ export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
  * Starts copying every tensor in `data` to `device`, asynchronously.
  *
  * Small CPU tensors are packed into pinned chunks and sent with one DMA per
- * chunk; larger ones are staged through pinned memory (in parallel on a
- * Worker pool when large); CUDA tensors going to the CPU are gathered on the
+ * chunk; larger ones are staged through pinned memory (in parallel, off the
+ * main thread, when large); CUDA tensors going to the CPU are gathered on the
  * device and sent back with one DMA per chunk.
  *
  * Inputs must not be modified until `get()` resolves or `ready()` is true;
