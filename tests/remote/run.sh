@@ -63,9 +63,10 @@ echo "$first" | sed 's/^/  /'
 echo "$first" | grep -q '^shim: download ' || { echo "remote: the first run did not download the shim" >&2; exit 1; }
 echo "$first" | grep -q '^prefetch via .*: 3 batches, bit-exact' || { echo "remote: prefetch did not run" >&2; exit 1; }
 
-# The staging Worker module must be in DENO_DIR for an offline GPU node.
-grep -rlq 'PIECE_FIELDS' "$work/deno_dir" ||
-  { echo "remote: the staging Worker module is not in DENO_DIR" >&2; exit 1; }
+# Every module the copy path loads must be in DENO_DIR for an offline GPU
+# node (the background staging module is one the CPU path never runs).
+grep -rlq 'BACKGROUND_MIN_BYTES' "$work/deno_dir" ||
+  { echo "remote: the background staging module is not in DENO_DIR" >&2; exit 1; }
 
 kill "$server_pid"
 wait "$server_pid" 2>/dev/null || true
