@@ -165,11 +165,8 @@ export class Tensor {
     const cls = arrayClassOf(this.dtype);
     const data = this.#data;
     // The wrapped array itself only when it is exactly the dtype's built-in class.
-    if (
-      data && Object.getPrototypeOf(data) === cls.prototype && typedArrayNameOf(data) === cls.name
-    ) {
-      return data;
-    }
+    const exact = data && Object.getPrototypeOf(data) === cls.prototype;
+    if (exact && typedArrayNameOf(data) === cls.name) return data;
     if (data) return new cls(data.buffer, data.byteOffset, this.numel);
     const storage = this.#storage!;
     return new cls(pinnedBuffer(storage.block), this.#offset, this.numel);
@@ -200,11 +197,9 @@ export class Tensor {
   }
 
   #assertLive(): void {
-    if (this.#disposed) {
-      throw new Error(
-        `Cannot use a disposed tensor (${this.dtype} [${this.shape.join(", ")}] on ${this.device})`,
-      );
-    }
+    if (!this.#disposed) return;
+    const what = `${this.dtype} [${this.shape.join(", ")}] on ${this.device}`;
+    throw new Error(`Cannot use a disposed tensor (${what}): copy or wrap the data again`);
   }
 }
 
