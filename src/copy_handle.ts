@@ -46,8 +46,26 @@ export interface DeviceEvent {
   event: number;
 }
 
+/** How a handle asks about its events: CUDA's, unless a test gives others. */
+export interface EventOps {
+  /** 0 when the event completed, -1 while pending, else a CUDA status. Never blocks. */
+  status(device: number, event: number): number;
+  /** Waits for the event off the main thread; 0 or a CUDA status. */
+  wait(device: number, event: number): Promise<number>;
+  /** Gives a completed event back to its pool. */
+  release(device: number, event: number): void;
+}
+
+const CUDA_EVENTS: EventOps = {
+  status: eventStatus,
+  wait: eventSynchronizeOffThread,
+  release: releaseEvent,
+};
+
 /** The work behind a handle (library-internal). */
 export interface CopyJob<R> {
+  /** The event operations to use (default: CUDA's). */
+  eventOps?: EventOps;
   /** Events recorded after all of the copy's GPU work, one per device. */
   events: DeviceEvent[];
   /** Set while background staging runs; resolves once `events` are recorded. */
@@ -90,11 +108,13 @@ export class AsyncCopyHandle<R> {
   #error: unknown;
   #promise: Promise<R> | undefined;
   readonly #stats: CopyStats;
+  readonly #events: EventOps;
 
   /** Created by `startCopy`; not meant to be constructed directly. */
   constructor(job: CopyJob<R>) {
     this.#job = job;
     this.#stats = job.stats;
+    this.#events = job.eventOps ?? CUDA_EVENTS;
     if (job.submitted) {
       job.submitted.then(
         () => this.#submitted = true,
@@ -117,7 +137,7 @@ export class AsyncCopyHandle<R> {
     if (!this.#submitted) return false;
     const events = this.#job!.events;
     for (let i = 0; i < events.length; i++) {
-      const status = eventStatus(events[i].device, events[i].event);
+      const status = this.#events.status(events[i].device, events[i].event);
       if (status === -1) return false;
       if (status !== 0) {
         this.#fail(cudaError(status, "complete the copy"));
@@ -172,7 +192,7 @@ export class AsyncCopyHandle<R> {
     while (this.#state === PENDING) {
       const events = job.events;
       for (let i = 0; i < events.length; i++) {
-        const status = await eventSynchronizeOffThread(events[i].device, events[i].event);
+        const status = await this.#events.wait(events[i].device, events[i].event);
         if (status !== 0 && this.#state === PENDING) {
           this.#fail(cudaError(status, "complete the copy"));
         }
@@ -194,7 +214,7 @@ export class AsyncCopyHandle<R> {
       this.#error = error;
       this.#state = FAILED;
     }
-    for (const { device, event } of job.events) releaseEvent(device, event);
+    for (const { device, event } of job.events) this.#events.release(device, event);
   }
 
   #fail(error: unknown): void {
