@@ -133,7 +133,8 @@ function visit(
     );
   }
   ancestors[depth] = value;
-  let current: string | number = 0;
+  // The key being walked, stringified only if an error needs the path.
+  let current: unknown = 0;
   try {
     if (kind === ARRAY) {
       const input = value as unknown[];
@@ -147,7 +148,7 @@ function visit(
     if (kind === MAP) {
       const output = new Map<unknown, unknown>();
       for (const [k, v] of value as Map<unknown, unknown>) {
-        current = String(k);
+        current = k;
         output.set(k, visit(v, depth + 1, ancestors, sink));
       }
       return output;
@@ -162,14 +163,36 @@ function visit(
     for (let i = 0; i < names.length; i++) {
       const k = names[i];
       current = k;
-      const child = input[k];
+      // Read from the clone: a getter runs once, so the value walked is the
+      // value the output holds.
+      const child = output[k];
       const result = visit(child, depth + 1, ancestors, sink);
       if (result !== child) output[k] = result;
     }
+    // Symbol keys, which the spread copied too, are walked as well (rare:
+    // one cheap call when there are none).
+    const symbols = Object.getOwnPropertySymbols(output);
+    for (let i = 0; i < symbols.length; i++) {
+      const k = symbols[i];
+      current = k;
+      const child = (output as Record<symbol, unknown>)[k];
+      const result = visit(child, depth + 1, ancestors, sink);
+      if (result !== child) (output as Record<symbol, unknown>)[k] = result;
+    }
     return output;
   } catch (error) {
-    if (error instanceof WalkError) error.path.unshift(current);
+    if (error instanceof WalkError) error.path.unshift(pathKey(current));
     throw error;
+  }
+}
+
+/** A key as a path element: Map keys need not be strings (nor convertible to one). */
+function pathKey(key: unknown): string | number {
+  if (typeof key === "number" || typeof key === "string") return key;
+  try {
+    return String(key);
+  } catch {
+    return Object.prototype.toString.call(key);
   }
 }
 

@@ -91,3 +91,53 @@ Deno.test("walk() throws RangeError past the depth limit instead of overflowing"
   for (let i = 0; i < MAX_DEPTH + 5; i++) deep = [deep];
   assert.throws(() => collectLeaves(deep), { name: "RangeError", message: /deeper than/ });
 });
+
+Deno.test("walk() takes Map keys of any kind and never converts them to strings on success", () => {
+  const key = Object.create(null);
+  const loud = {
+    toString(): string {
+      throw new Error("toString called");
+    },
+  };
+  const input = new Map<unknown, unknown>([[key, new Float32Array(1)], [loud, new Int8Array(2)]]);
+  const leaves: unknown[] = [];
+  const output = walk(input, { add: (leaf) => (leaves.push(leaf), "leaf") }) as Map<
+    unknown,
+    unknown
+  >;
+  assert.equal(leaves.length, 2);
+  assert.equal(output.get(key), "leaf");
+  assert.equal(output.get(loud), "leaf");
+});
+
+Deno.test("walk() names a Map key it cannot stringify in an error path without failing itself", () => {
+  const key = Object.create(null);
+  const cyclic: unknown[] = [];
+  cyclic.push(new Map([[key, cyclic]]));
+  assert.throws(() => walk(cyclic, { add: (leaf) => leaf }), {
+    name: "TypeError",
+    message: 'Cannot copy a cyclic structure at $[0]["[object Object]"]',
+  });
+});
+
+Deno.test("walk() reads each getter once: the value walked is the value the output holds", () => {
+  let reads = 0;
+  const input = {
+    get boxes(): Float32Array {
+      reads++;
+      return new Float32Array(reads);
+    },
+  };
+  const output = walk(input, { add: (leaf) => ({ wrapped: leaf }) }) as Record<string, unknown>;
+  assert.equal(reads, 1);
+  assert.deepEqual(output.boxes, { wrapped: new Float32Array(1) });
+});
+
+Deno.test("walk() visits symbol-keyed leaves of plain objects too", () => {
+  const key = Symbol("extra");
+  const output = walk({ [key]: new Uint8Array(3) }, { add: () => "leaf" }) as Record<
+    symbol,
+    unknown
+  >;
+  assert.equal(output[key], "leaf");
+});
