@@ -19,16 +19,16 @@ import { borrowList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
+import { Tensor } from "./tensor.ts";
 import {
   bindTensor,
   createTensor,
   rebindTensor,
-  Tensor,
   tensorAddress,
   tensorData,
   tensorDevice,
   tensorStorage,
-} from "./tensor.ts";
+} from "./tensor_internals.ts";
 import type { Leaf, LeafSink } from "./traverse.ts";
 
 /** The leaves of one copy that need moving, with their output tensors. */

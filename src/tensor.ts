@@ -19,23 +19,29 @@ import {
 } from "./dtype.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
-import { checkTensorArgs } from "./tensor_args.ts";
+import { checkTensorArgs, isDetached } from "./tensor_args.ts";
 
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];
 
-let create: (
-  dtype: DType,
-  shape: readonly number[],
-  device: DeviceIndex,
-  contents: number | TypedArray,
-) => Tensor;
-let bind: (tensor: Tensor, storage: Storage, offset: number) => void;
-let rebind: (tensor: Tensor, data: TypedArray) => void;
-let deviceOf: (tensor: Tensor) => DeviceIndex;
-let storageOf: (tensor: Tensor) => Storage | undefined;
-let offsetOf: (tensor: Tensor) => number;
-let dataOf: (tensor: Tensor) => TypedArray | undefined;
+/** Library-internal access to a tensor's private state; `tensor_internals.ts` wraps it. */
+export interface TensorInternals {
+  create(
+    dtype: DType,
+    shape: readonly number[],
+    device: DeviceIndex,
+    contents: number | TypedArray,
+  ): Tensor;
+  bind(tensor: Tensor, storage: Storage, offset: number): void;
+  rebind(tensor: Tensor, data: TypedArray): void;
+  device(tensor: Tensor): DeviceIndex;
+  storage(tensor: Tensor): Storage | undefined;
+  offset(tensor: Tensor): number;
+  data(tensor: Tensor): TypedArray | undefined;
+}
+
+/** Filled in by `Tensor`'s static block (library-internal: not exported by mod.ts). */
+export const tensorInternals = {} as TensorInternals;
 
 /**
  * A tensor: `dtype`, `shape` and bytes on the CPU or a CUDA device.
@@ -49,14 +55,12 @@ let dataOf: (tensor: Tensor) => TypedArray | undefined;
  * ```
  */
 export class Tensor {
-  /** Element type. */
-  readonly dtype: DType;
-  /** Dimensions; their product is {@linkcode Tensor.numel}. */
-  readonly shape: readonly number[];
-  /** `"cpu"` or `"cuda:N"`. */
-  readonly device: string;
-  /** Payload size in bytes. */
-  readonly byteLength: number;
+  // Private fields behind getters: a tensor's description cannot be changed
+  // from outside (a writable `dtype` would reinterpret its bytes).
+  readonly #dtype: DType;
+  readonly #shape: readonly number[];
+  readonly #device: string;
+  readonly #byteLength: number;
   readonly #deviceIndex: DeviceIndex;
   #data: TypedArray | undefined;
   #storage: Storage | undefined;
@@ -70,34 +74,61 @@ export class Tensor {
     device: DeviceIndex,
     contents: number | TypedArray,
   ) {
-    this.dtype = dtype;
-    this.shape = shape;
+    this.#dtype = dtype;
+    this.#shape = shape;
     this.#deviceIndex = device;
-    this.device = DEVICE_NAMES[device + 1] ??= deviceName(device);
+    this.#device = DEVICE_NAMES[device + 1] ??= deviceName(device);
     if (typeof contents === "number") {
-      this.byteLength = contents;
+      this.#byteLength = contents;
     } else {
-      this.byteLength = contents.byteLength;
+      this.#byteLength = contents.byteLength;
       this.#data = contents;
     }
   }
 
+  /** Element type. */
+  get dtype(): DType {
+    return this.#dtype;
+  }
+
+  /**
+   * Dimensions, a frozen array (outputs may share it with their input);
+   * their product is {@linkcode Tensor.numel}.
+   */
+  get shape(): readonly number[] {
+    const shape = this.#shape;
+    // Frozen on first read rather than per tensor created: most outputs'
+    // shapes are never read.
+    return Object.isFrozen(shape) ? shape : Object.freeze(shape);
+  }
+
+  /** `"cpu"` or `"cuda:N"`. */
+  get device(): string {
+    return this.#device;
+  }
+
+  /** Payload size in bytes. */
+  get byteLength(): number {
+    return this.#byteLength;
+  }
+
   static {
-    create = (dtype, shape, device, contents) => new Tensor(dtype, shape, device, contents);
-    bind = (tensor, storage, offset) => {
+    tensorInternals.create = (dtype, shape, device, contents) =>
+      new Tensor(dtype, shape, device, contents);
+    tensorInternals.bind = (tensor, storage, offset) => {
       tensor.#storage = storage;
       tensor.#offset = offset;
     };
-    rebind = (tensor, data) => {
+    tensorInternals.rebind = (tensor, data) => {
       tensor.#storage?.release();
       tensor.#storage = undefined;
       tensor.#offset = 0;
       tensor.#data = data;
     };
-    deviceOf = (tensor) => tensor.#deviceIndex;
-    storageOf = (tensor) => tensor.#storage;
-    offsetOf = (tensor) => tensor.#offset;
-    dataOf = (tensor) => tensor.#data;
+    tensorInternals.device = (tensor) => tensor.#deviceIndex;
+    tensorInternals.storage = (tensor) => tensor.#storage;
+    tensorInternals.offset = (tensor) => tensor.#offset;
+    tensorInternals.data = (tensor) => tensor.#data;
   }
 
   /**
@@ -121,13 +152,13 @@ export class Tensor {
    * ```
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
-    const { type, dims } = checkTensorArgs(data, shape, dtype);
-    return create(type, dims, CPU, data);
+    const { type, dims, view } = checkTensorArgs(data, shape, dtype);
+    return new Tensor(type, Object.freeze(dims), CPU, view);
   }
 
   /** Number of elements. */
   get numel(): number {
-    return this.byteLength / DTYPE_SIZE[this.dtype];
+    return this.#byteLength / DTYPE_SIZE[this.#dtype];
   }
 
   /** Whether the tensor's host memory is page-locked (pinned). */
@@ -144,8 +175,7 @@ export class Tensor {
   get ptr(): Deno.PointerValue {
     this.#assertLive();
     if (this.#storage) return pointerOf(this.#storage.address + this.#offset);
-    const data = this.#data!;
-    return pointerOfView(data);
+    return pointerOfView(this.#wrapped()!);
   }
 
   /**
@@ -162,8 +192,8 @@ export class Tensor {
         `Cannot read a tensor on ${this.device} as a TypedArray: copy it to "cpu" first`,
       );
     }
-    const cls = arrayClassOf(this.dtype);
-    const data = this.#data;
+    const cls = arrayClassOf(this.#dtype);
+    const data = this.#wrapped();
     // The wrapped array itself only when it is exactly the dtype's built-in class.
     const exact = data && Object.getPrototypeOf(data) === cls.prototype;
     if (exact && typedArrayNameOf(data) === cls.name) return data;
@@ -196,53 +226,19 @@ export class Tensor {
     })`;
   }
 
+  /** The wrapped host data, checked to still hold the tensor's bytes. */
+  #wrapped(): TypedArray | undefined {
+    const data = this.#data;
+    if (data === undefined || data.byteLength === this.#byteLength) return data;
+    const what = isDetached(data) ? "detached" : "shrunk";
+    throw new TypeError(
+      `Cannot use a tensor whose buffer was ${what} after Tensor.from() (${this.#byteLength} bytes expected, ${data.byteLength} left): wrap the data again`,
+    );
+  }
+
   #assertLive(): void {
     if (!this.#disposed) return;
     const what = `${this.dtype} [${this.shape.join(", ")}] on ${this.device}`;
     throw new Error(`Cannot use a disposed tensor (${what}): copy or wrap the data again`);
   }
-}
-
-/**
- * Creates a tensor (library-internal) over `contents`: host data it wraps,
- * or a byte length. A tensor for a device copy is created unbound and bound
- * to its memory with {@linkcode bindTensor} once that memory is planned.
- */
-export function createTensor(
-  dtype: DType,
-  shape: readonly number[],
-  device: DeviceIndex,
-  contents: number | TypedArray,
-): Tensor {
-  return create(dtype, shape, device, contents);
-}
-
-/** Points a tensor at `offset` in `storage`, whose hold it takes over. */
-export function bindTensor(tensor: Tensor, storage: Storage, offset: number): void {
-  bind(tensor, storage, offset);
-}
-
-/** Moves a tensor to host data it owns, releasing its storage (library-internal). */
-export function rebindTensor(tensor: Tensor, data: TypedArray): void {
-  rebind(tensor, data);
-}
-
-/** The device index of a tensor (library-internal). */
-export function tensorDevice(tensor: Tensor): DeviceIndex {
-  return deviceOf(tensor);
-}
-
-/** The pooled storage behind a tensor, if any (library-internal). */
-export function tensorStorage(tensor: Tensor): Storage | undefined {
-  return storageOf(tensor);
-}
-
-/** The address of a storage-backed tensor's first byte (library-internal). */
-export function tensorAddress(tensor: Tensor): number {
-  return storageOf(tensor)!.address + offsetOf(tensor);
-}
-
-/** The host data a CPU tensor wraps, if it wraps any (library-internal). */
-export function tensorData(tensor: Tensor): TypedArray | undefined {
-  return dataOf(tensor);
 }

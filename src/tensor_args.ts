@@ -5,7 +5,14 @@
  * @module
  */
 
-import { arrayFitsDType, type DType, dtypeOfArray, isDType, type TypedArray } from "./dtype.ts";
+import {
+  arrayFitsDType,
+  builtinClassOf,
+  type DType,
+  dtypeOfArray,
+  isDType,
+  type TypedArray,
+} from "./dtype.ts";
 
 /** Whether a view's buffer is detached. */
 export function isDetached(view: ArrayBufferView): boolean {
@@ -24,7 +31,7 @@ export function checkTensorArgs(
   data: TypedArray,
   shape: readonly number[] | undefined,
   dtype: DType | undefined,
-): { type: DType; dims: number[] } {
+): { type: DType; dims: number[]; view: TypedArray } {
   const natural = ArrayBuffer.isView(data) ? dtypeOfArray(data) : undefined;
   if (natural === undefined) {
     throw new TypeError(`Cannot create a tensor from ${describe(data)}: expected a TypedArray`);
@@ -54,7 +61,12 @@ export function checkTensorArgs(
       `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
     );
   }
-  return { type, dims };
+  // Over a buffer that can change size, keep a fixed-length view: a
+  // length-tracking one would report a different size after a resize.
+  const buffer = data.buffer as ArrayBuffer & { growable?: boolean };
+  const resizable = buffer.resizable === true || buffer.growable === true;
+  const view = resizable ? new (builtinClassOf(data))(buffer, data.byteOffset, data.length) : data;
+  return { type, dims, view };
 }
 
 function describe(value: unknown): string {

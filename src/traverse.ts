@@ -12,7 +12,8 @@
  */
 
 import { isTypedArray, type TypedArray } from "./dtype.ts";
-import { Tensor, tensorData } from "./tensor.ts";
+import { Tensor } from "./tensor.ts";
+import { tensorData } from "./tensor_internals.ts";
 import { isDetached } from "./tensor_args.ts";
 
 /** A tensor leaf of the input. */
@@ -108,7 +109,11 @@ function visit(
     // than reading `.buffer.detached` (costly) for every leaf.
     const data = tensorData(value);
     if (data !== undefined && data.byteLength !== value.byteLength) {
-      throw new WalkError((path) => new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`));
+      throw new WalkError((path) =>
+        new TypeError(
+          `Cannot copy a tensor whose buffer was detached or shrunk after Tensor.from() at ${path}`,
+        )
+      );
     }
     return sink.add(value);
   }

@@ -98,3 +98,39 @@ Deno.test("Tensor.ptr of a CPU tensor points at its first byte", () => {
   assert.equal(new Deno.UnsafePointerView(ptr).getUint8(0), 8);
   assert.equal(Tensor.from(new Uint8Array(0)).ptr, null);
 });
+
+Deno.test("a tensor's dtype, device, byteLength and shape cannot be changed from outside", () => {
+  const tensor = Tensor.from(new Float32Array(6), [2, 3]);
+  assert.throws(() => {
+    (tensor as { dtype: string }).dtype = "float64";
+  }, TypeError);
+  assert.throws(() => {
+    (tensor as { device: string }).device = "cuda:0";
+  }, TypeError);
+  assert.throws(() => {
+    (tensor as { byteLength: number }).byteLength = 1;
+  }, TypeError);
+  assert.throws(() => {
+    (tensor.shape as number[])[0] = 7;
+  }, TypeError);
+  assert.deepEqual(tensor.shape, [2, 3]);
+  assert.equal(tensor.dtype, "float32");
+});
+
+Deno.test("a tensor over a buffer detached after Tensor.from() throws instead of reading as empty", () => {
+  const data = new Float32Array(4);
+  const tensor = Tensor.from(data);
+  data.buffer.transfer();
+  assert.throws(() => tensor.toTypedArray(), /buffer was detached after Tensor.from\(\)/);
+  assert.throws(() => tensor.ptr, /buffer was detached after Tensor.from\(\)/);
+});
+
+Deno.test("a tensor over a resizable buffer keeps its size: growth is ignored, shrinking throws", () => {
+  const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
+  const tensor = Tensor.from(new Float32Array(buffer)); // length-tracking: 4 elements now
+  buffer.resize(64);
+  assert.equal(tensor.toTypedArray().length, 4);
+  assert.equal(tensor.numel, 4);
+  buffer.resize(8);
+  assert.throws(() => tensor.toTypedArray(), /buffer was shrunk after Tensor.from\(\)/);
+});

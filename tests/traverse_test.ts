@@ -76,7 +76,7 @@ Deno.test("walk() throws TypeError for a tensor whose data was detached after wr
   data.buffer.transfer();
   assert.throws(() => collectLeaves({ t: tensor }), {
     name: "TypeError",
-    message: "Cannot copy a detached ArrayBuffer at $.t",
+    message: "Cannot copy a tensor whose buffer was detached or shrunk after Tensor.from() at $.t",
   });
 });
 

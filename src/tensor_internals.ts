@@ -1,0 +1,56 @@
+/**
+ * Library-internal operations on tensors: creating them unbound, binding
+ * them to pooled memory, and reading their private state. Not exported by
+ * `mod.ts`.
+ *
+ * @module
+ */
+
+import type { DeviceIndex } from "./device.ts";
+import type { DType, TypedArray } from "./dtype.ts";
+import type { Storage } from "./memory/storage.ts";
+import { type Tensor, tensorInternals as internals } from "./tensor.ts";
+
+/**
+ * Creates a tensor over `contents`: host data it wraps, or a byte length. A
+ * tensor for a device copy is created unbound and bound to its memory with
+ * {@linkcode bindTensor} once that memory is planned.
+ */
+export function createTensor(
+  dtype: DType,
+  shape: readonly number[],
+  device: DeviceIndex,
+  contents: number | TypedArray,
+): Tensor {
+  return internals.create(dtype, shape, device, contents);
+}
+
+/** Points a tensor at `offset` in `storage`, whose hold it takes over. */
+export function bindTensor(tensor: Tensor, storage: Storage, offset: number): void {
+  internals.bind(tensor, storage, offset);
+}
+
+/** Moves a tensor to host data it owns, releasing its storage. */
+export function rebindTensor(tensor: Tensor, data: TypedArray): void {
+  internals.rebind(tensor, data);
+}
+
+/** The device index of a tensor. */
+export function tensorDevice(tensor: Tensor): DeviceIndex {
+  return internals.device(tensor);
+}
+
+/** The pooled storage behind a tensor, if any. */
+export function tensorStorage(tensor: Tensor): Storage | undefined {
+  return internals.storage(tensor);
+}
+
+/** The address of a storage-backed tensor's first byte. */
+export function tensorAddress(tensor: Tensor): number {
+  return internals.storage(tensor)!.address + internals.offset(tensor);
+}
+
+/** The host data a CPU tensor wraps, if it wraps any. */
+export function tensorData(tensor: Tensor): TypedArray | undefined {
+  return internals.data(tensor);
+}
