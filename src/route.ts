@@ -28,6 +28,7 @@ import {
   tensorData,
   tensorDevice,
   tensorStorage,
+  vectorShape,
 } from "./tensor_internals.ts";
 import type { Leaf, LeafSink } from "./traverse.ts";
 
@@ -84,9 +85,9 @@ export class Route implements LeafSink {
     this.bytes += leaf.byteLength;
     if (target === CPU) {
       // As in the reference package: a CPU leaf to the CPU is not copied.
-      return createTensor(dtype, [leaf.length], CPU, leaf);
+      return createTensor(dtype, vectorShape(leaf.length), CPU, leaf);
     }
-    return this.#move(leaf, CPU, dtype, [leaf.length]);
+    return this.#move(leaf, CPU, dtype, vectorShape(leaf.length));
   }
 
   /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */

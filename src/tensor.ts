@@ -92,14 +92,11 @@ export class Tensor {
   }
 
   /**
-   * Dimensions, a frozen array (outputs may share it with their input);
-   * their product is {@linkcode Tensor.numel}.
+   * Dimensions, a frozen array (tensors may share it); their product is
+   * {@linkcode Tensor.numel}.
    */
   get shape(): readonly number[] {
-    const shape = this.#shape;
-    // Frozen on first read rather than per tensor created: most outputs'
-    // shapes are never read.
-    return Object.isFrozen(shape) ? shape : Object.freeze(shape);
+    return this.#shape;
   }
 
   /** `"cpu"` or `"cuda:N"`. */

@@ -14,7 +14,8 @@ import { type Tensor, tensorInternals as internals } from "./tensor.ts";
 /**
  * Creates a tensor over `contents`: host data it wraps, or a byte length. A
  * tensor for a device copy is created unbound and bound to its memory with
- * {@linkcode bindTensor} once that memory is planned.
+ * {@linkcode bindTensor} once that memory is planned. `shape` must be frozen
+ * (see {@linkcode vectorShape}): tensors share shapes.
  */
 export function createTensor(
   dtype: DType,
@@ -23,6 +24,22 @@ export function createTensor(
   contents: number | TypedArray,
 ): Tensor {
   return internals.create(dtype, shape, device, contents);
+}
+
+const VECTOR_SHAPES = new Map<number, readonly number[]>();
+const MAX_SHARED_SHAPES = 4096;
+
+/**
+ * The frozen shape `[length]`, shared by every tensor of that length (no
+ * array allocated per output, and none that a caller could change).
+ */
+export function vectorShape(length: number): readonly number[] {
+  let shape = VECTOR_SHAPES.get(length);
+  if (shape === undefined) {
+    shape = Object.freeze([length]);
+    if (VECTOR_SHAPES.size < MAX_SHARED_SHAPES) VECTOR_SHAPES.set(length, shape);
+  }
+  return shape;
 }
 
 /** Points a tensor at `offset` in `storage`, whose hold it takes over. */
