@@ -59,9 +59,19 @@ class WalkError {
   constructor(readonly make: (path: string) => Error) {}
 }
 
+/** Path elements kept at each end of a long path in an error message. */
+const PATH_ENDS = 8;
+
 function formatPath(path: readonly (string | number)[]): string {
   let text = "$";
-  for (const key of path) {
+  for (let i = 0; i < path.length; i++) {
+    if (path.length > 3 * PATH_ENDS && i === PATH_ENDS) {
+      // Deep paths would make messages of kilobytes: keep both ends.
+      text += `…(${path.length - 2 * PATH_ENDS} more)…`;
+      i = path.length - PATH_ENDS - 1;
+      continue;
+    }
+    const key = path[i];
     text += typeof key === "number"
       ? `[${key}]`
       : /^[A-Za-z_$][\w$]*$/.test(key)
@@ -82,13 +92,29 @@ function formatPath(path: readonly (string | number)[]): string {
  * @throws {RangeError} for nesting deeper than {@linkcode MAX_DEPTH}
  */
 export function walk(root: unknown, sink: LeafSink): unknown {
+  // A getter read during the walk could start another walk: keep ours.
+  const outer = deepAncestors;
+  deepAncestors = undefined;
   try {
     return visit(root, 0, [], sink);
   } catch (error) {
     if (error instanceof WalkError) throw error.make(formatPath(error.path));
     throw error;
+  } finally {
+    deepAncestors = outer;
   }
 }
+
+/**
+ * Below this depth a cycle is found by scanning the ancestors (faster than
+ * a Set for the shallow trees of real batches); from it on, the deeper
+ * ancestors are also kept in a Set, so that deep trees stay linear.
+ */
+const SCAN_DEPTH = 32;
+let deepAncestors: Set<object> | undefined;
+
+/** Arrays longer than this are checked for holes before their indices are walked. */
+const SPARSE_CHECK_LENGTH = 1 << 16;
 
 // A plain recursive function (no closure, state passed along) is about twice
 // as fast as a closure here, and the walk is on the hot path of every copy.
@@ -125,10 +151,14 @@ function visit(
   }
   const kind = containerKind(value);
   if (kind === NOT_A_CONTAINER) return value;
-  for (let d = 0; d < depth; d++) {
+  const scanned = depth < SCAN_DEPTH ? depth : SCAN_DEPTH;
+  for (let d = 0; d < scanned; d++) {
     if (ancestors[d] === value) {
       throw new WalkError((path) => new TypeError(`Cannot copy a cyclic structure at ${path}`));
     }
+  }
+  if (depth >= SCAN_DEPTH && (deepAncestors ??= new Set()).has(value)) {
+    throw new WalkError((path) => new TypeError(`Cannot copy a cyclic structure at ${path}`));
   }
   if (depth >= MAX_DEPTH) {
     throw new WalkError((path) =>
@@ -138,17 +168,22 @@ function visit(
     );
   }
   ancestors[depth] = value;
+  if (depth >= SCAN_DEPTH) deepAncestors!.add(value);
   // The key being walked, stringified only if an error needs the path.
   let current: unknown = 0;
   try {
     if (kind === ARRAY) {
       const input = value as unknown[];
       const output = new Array(input.length);
+      if (input.length > SPARSE_CHECK_LENGTH && isHoley(input)) {
+        visitHoley(input, output, depth, { ancestors, sink });
+        return leave(value, depth, output);
+      }
       for (let i = 0; i < input.length; i++) {
         current = i;
         output[i] = visit(input[i], depth + 1, ancestors, sink);
       }
-      return output;
+      return leave(value, depth, output);
     }
     if (kind === MAP) {
       const output = new Map<unknown, unknown>();
@@ -156,7 +191,7 @@ function visit(
         current = k;
         output.set(k, visit(v, depth + 1, ancestors, sink));
       }
-      return output;
+      return leave(value, depth, output);
     }
     const input = value as Record<string, unknown>;
     // A spread copies the own enumerable keys in order with one fast clone;
@@ -177,10 +212,46 @@ function visit(
     // Symbol keys are not walked: the spread copies their values as they are.
     // Looking for them costs a call and an array per object (measured +25 µs
     // on the reference batch's copy), for keys that data never uses.
-    return output;
+    return leave(value, depth, output);
   } catch (error) {
     if (error instanceof WalkError) error.path.unshift(pathKey(current));
     throw error;
+  }
+}
+
+/**
+ * Ends a container's visit: takes it off the deep-ancestor set (an error
+ * ends the whole walk instead, and `walk` drops the set).
+ */
+function leave(value: object, depth: number, output: unknown): unknown {
+  if (depth >= SCAN_DEPTH) deepAncestors!.delete(value);
+  return output;
+}
+
+/** Whether an array has holes (checked only for long arrays: it lists the keys). */
+function isHoley(input: unknown[]): boolean {
+  return Object.keys(input).length < input.length;
+}
+
+/**
+ * Walks a holey array by its keys (one element at index 1e9 is one visit,
+ * not a billion), filling `output` at the same indices.
+ */
+function visitHoley(
+  input: unknown[],
+  output: unknown[],
+  depth: number,
+  walker: { ancestors: object[]; sink: LeafSink },
+): void {
+  for (const key of Object.keys(input)) {
+    const i = Number(key);
+    if (!Number.isInteger(i)) continue;
+    try {
+      output[i] = visit(input[i], depth + 1, walker.ancestors, walker.sink);
+    } catch (error) {
+      if (error instanceof WalkError) error.path.unshift(i);
+      throw error;
+    }
   }
 }
 

@@ -139,3 +139,48 @@ Deno.test("walk() passes symbol-keyed values of plain objects through as they ar
   const output = walk({ [key]: raw }, { add: () => "leaf" }) as Record<symbol, unknown>;
   assert.equal(output[key], raw);
 });
+
+Deno.test("the depth error's message stays short: both ends of the path, the middle counted", () => {
+  let deep: unknown = new Float32Array(1);
+  for (let i = 0; i < MAX_DEPTH + 5; i++) deep = { next: deep };
+  assert.throws(() => collectLeaves(deep), (error: Error) => {
+    assert.ok(error.message.length < 300, `${error.message.length} characters`);
+    assert.match(
+      error.message,
+      /^Cannot copy a structure nested deeper than 2048 containers at \$(\.next){8}…\(2032 more\)…(\.next){8}$/,
+    );
+    return true;
+  });
+});
+
+Deno.test("a cycle deep in a structure is found, by the same check that keeps deep walks linear", () => {
+  const root: Record<string, unknown> = {};
+  let node = root;
+  for (let i = 0; i < 1000; i++) {
+    const child: Record<string, unknown> = { leaf: new Int8Array(1) };
+    node.next = child;
+    node = child;
+  }
+  assert.equal(collectLeaves(root).length, 1000);
+  const middle = (root.next as Record<string, unknown>).next as object;
+  node.next = middle; // back to depth 2 from depth 1000
+  assert.throws(() => collectLeaves(root), { name: "TypeError", message: /cyclic structure/ });
+  // A container seen twice but not on its own path is not a cycle.
+  const shared = { leaf: new Int8Array(1) };
+  let chain: Record<string, unknown> = { a: shared, b: shared };
+  for (let i = 0; i < 100; i++) chain = { down: chain, again: shared };
+  assert.equal(collectLeaves(chain).length, 102);
+});
+
+Deno.test("a holey array is walked by its elements, not by its length", () => {
+  const holey: unknown[] = [];
+  holey[1e9] = new Float32Array(2);
+  holey[3] = new Int8Array(1);
+  const started = performance.now();
+  const output = walk(holey, { add: (leaf) => ({ leaf }) }) as unknown[];
+  assert.ok(performance.now() - started < 1000, "walked index by index");
+  assert.equal(output.length, 1e9 + 1);
+  assert.deepEqual(output[3], { leaf: new Int8Array(1) });
+  assert.deepEqual(output[1e9], { leaf: new Float32Array(2) });
+  assert.equal(0 in output, false);
+});
