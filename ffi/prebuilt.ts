@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "5f1cac3d88ce285cbf65940bbe8bdfd75d1ddfbf88ef6a0acac60103584b0c6c";
+export const SHIM_SOURCE_HASH = "560889dbe7806d24ff08a8a5fdb88124ce2ea24b31e54319310c69fcd07ccd71";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124808,
-    sha256: "bae23b1d914e93e94c7000c055df270af868476648d11c301b7254ca5cd33729",
+    sha256: "ed8f6def53b7181c8ce230cbf7c8fc687c05b179ac60a3f5cf37a665f954d6bb",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132944,
-    sha256: "d64d0e29a60dbeadcf39425f61d23cdca85f7710b1e87640a2f4fb6c4e0c3e23",
+    sha256: "8911ce20f589f2c60fb03d8d012f3a33dcc7bce5784bbbd701b79fae2d0b8dbf",
   },
 };

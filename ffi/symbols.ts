@@ -106,6 +106,8 @@ export const testAidSymbols = {
   mtc_mem_info: { parameters: ["i32", "buffer"], result: "i32" },
   // void mtc_disable_kernels(int32_t disabled)
   mtc_disable_kernels: { parameters: ["i32"], result: "void" },
+  // int32_t mtc_inject_fault(int32_t site, int32_t skip, int32_t cuda_error)
+  mtc_inject_fault: { parameters: ["i32", "i32", "i32"], result: "i32" },
   // int32_t mtc_sum_f32(int32_t device, addr_t src, double count, addr_t dst)
   mtc_sum_f32: { parameters: ["i32", "f64", "f64", "f64"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;

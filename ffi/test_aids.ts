@@ -91,6 +91,23 @@ export const testAids = library && {
   },
 
   /**
+   * Makes the next call at `site` (after `skip` more calls there) fail with
+   * the CUDA error `error` instead of reaching the driver, once; `"off"`
+   * disarms. Sites: allocations, copies (every host/device transfer), the
+   * gather kernel, event records.
+   */
+  injectFault(
+    site: "host-alloc" | "device-alloc" | "copy" | "kernel" | "event-record" | "off",
+    { skip = 0, error = 2 }: { skip?: number; error?: number } = {},
+  ): void {
+    const sites = ["host-alloc", "device-alloc", "copy", "kernel", "event-record"];
+    check(
+      library.symbols.mtc_inject_fault(site === "off" ? -1 : sites.indexOf(site), skip, error),
+      `arm a fault at ${site}`,
+    );
+  },
+
+  /**
    * Makes gathers take the copy-engine path (`true`), as they do where the
    * driver cannot load the device code, or the kernel again (`false`).
    */

@@ -94,6 +94,7 @@ MTC_EXPORT int32_t mtc_host_alloc(double bytes, double *out) {
   int st = mtc_use_device(0);
   if (st) return st;
   void *p = NULL;
+  MTC_FAULT(MTC_FAULT_HOST_ALLOC);
   st = mtc_cu.cuMemHostAlloc(&p, (size_t)bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
   if (st) return st;
   MTC_COUNT(MTC_COUNT_HOST_ALLOCS);
@@ -113,6 +114,7 @@ MTC_EXPORT int32_t mtc_device_alloc(int32_t device, double bytes, double *out) {
   int st = mtc_stream_for(device, &s);
   if (st) return st;
   CUdeviceptr p = 0;
+  MTC_FAULT(MTC_FAULT_DEVICE_ALLOC);
   st = mtc_cu.cuMemAllocAsync(&p, (size_t)bytes, s);
   if (st) return st;
   MTC_COUNT(MTC_COUNT_DEVICE_ALLOCS);
@@ -152,6 +154,7 @@ MTC_EXPORT int32_t mtc_event_record(int32_t device, addr_t e) {
   CUstream s;
   int st = mtc_stream_for(device, &s);
   if (st) return st;
+  MTC_FAULT(MTC_FAULT_EVENT_RECORD);
   return mtc_cu.cuEventRecord((CUevent)PTR(e), s);
 }
 
@@ -178,6 +181,7 @@ MTC_EXPORT int32_t mtc_copy_async(int32_t device, addr_t dst, addr_t src, double
   int st = mtc_stream_for(device, &s);
   if (st) return st;
   if (bytes > 0) {
+    MTC_FAULT(MTC_FAULT_COPY);
     st = mtc_cu.cuMemcpyAsync(DPTR(dst), DPTR(src), (size_t)bytes, s);
     if (st) return st;
     MTC_COUNT(MTC_COUNT_COPIES);
@@ -196,6 +200,7 @@ MTC_EXPORT int32_t mtc_copy_from_buffer(int32_t device, addr_t dst, const uint8_
   if (st) return st;
   if (bytes <= 0) return 0;
   if (src == NULL) return MTC_E_BAD_ARGUMENT;
+  MTC_FAULT(MTC_FAULT_COPY);
   st = mtc_cu.cuMemcpyHtoDAsync(DPTR(dst), src + (size_t)offset, (size_t)bytes, s);
   if (st) return st;
   MTC_COUNT(MTC_COUNT_COPIES);
@@ -288,6 +293,7 @@ MTC_EXPORT int32_t mtc_stage_buffer(addr_t stager, addr_t dst, const uint8_t *sr
     }
     size_t n = total - done < st->slot_bytes ? total - done : st->slot_bytes;
     memcpy(st->slot[i], from + done, n);
+    MTC_FAULT(MTC_FAULT_COPY);
     status = mtc_cu.cuMemcpyAsync(DPTR(dst) + done, (CUdeviceptr)(uintptr_t)st->slot[i], n, s);
     if (status) return status;
     MTC_COUNT(MTC_COUNT_COPIES);
@@ -359,12 +365,14 @@ MTC_EXPORT int32_t mtc_gather(int32_t device, addr_t table, int32_t count, addr_
       void *entries = PTR(table);
       void *out = PTR(dst);
       void *args[] = {&entries, &out};
+      MTC_FAULT(MTC_FAULT_KERNEL);
       st = mtc_cu.cuLaunchKernel(kernel, (unsigned)count, 1, 1, 256, 1, 1, 0, s, args, NULL);
       if (st == 0) MTC_COUNT(MTC_COUNT_KERNELS);
     }
     if (st) return st;
   }
   if (host_dst && bytes > 0) {
+    MTC_FAULT(MTC_FAULT_COPY);
     st = mtc_cu.cuMemcpyAsync(DPTR(host_dst), DPTR(dst), (size_t)bytes, s);
     if (st) return st;
     MTC_COUNT(MTC_COUNT_COPIES);

@@ -32,9 +32,26 @@ extern int64_t mtc_counts[4] MTC_HIDDEN;
 extern int mtc_kernels_disabled MTC_HIDDEN;
 #define MTC_COUNT(which) __atomic_fetch_add(&mtc_counts[which], 1, __ATOMIC_RELAXED)
 #define MTC_KERNELS_DISABLED() __atomic_load_n(&mtc_kernels_disabled, __ATOMIC_RELAXED)
+// Fault injection (test aid): the next armed call at `site` fails with the
+// armed CUresult instead of calling the driver.
+int mtc_fault(int site) MTC_HIDDEN;
+#define MTC_FAULT(site)                  \
+  do {                                   \
+    int injected_ = mtc_fault(site);     \
+    if (injected_) return injected_;     \
+  } while (0)
 #else
 #define MTC_COUNT(which) ((void)0)
 #define MTC_KERNELS_DISABLED() 0
+#define MTC_FAULT(site) ((void)0)
 #endif
+
+// Where faults can be injected (test aids; no-ops in the product).
+#define MTC_FAULT_HOST_ALLOC 0
+#define MTC_FAULT_DEVICE_ALLOC 1
+#define MTC_FAULT_COPY 2
+#define MTC_FAULT_KERNEL 3
+#define MTC_FAULT_EVENT_RECORD 4
+#define MTC_FAULT_SITES 5
 
 #endif

@@ -16,6 +16,30 @@
 int64_t mtc_counts[4];
 int mtc_kernels_disabled;
 
+// One armed fault at a time: the call at `g_fault_site` after `g_fault_skip`
+// more such calls fails with `g_fault_error`, once.
+static int g_fault_site = -1;
+static int g_fault_skip;
+static int g_fault_error;
+
+int mtc_fault(int site) {
+  if (__atomic_load_n(&g_fault_site, __ATOMIC_ACQUIRE) != site) return 0;
+  if (__atomic_sub_fetch(&g_fault_skip, 1, __ATOMIC_ACQ_REL) != -1) return 0;
+  __atomic_store_n(&g_fault_site, -1, __ATOMIC_RELEASE);
+  return g_fault_error;
+}
+
+// Arms a fault: the call at `site` (MTC_FAULT_*) after `skip` more calls there
+// fails with `error` (a CUresult); `site` -1 disarms.
+MTC_EXPORT int32_t mtc_inject_fault(int32_t site, int32_t skip, int32_t error) {
+  if (site < -1 || site >= MTC_FAULT_SITES || skip < 0 || error == 0) return MTC_E_BAD_ARGUMENT;
+  __atomic_store_n(&g_fault_site, -1, __ATOMIC_RELEASE);
+  g_fault_skip = skip;
+  g_fault_error = error;
+  __atomic_store_n(&g_fault_site, site, __ATOMIC_RELEASE);
+  return 0;
+}
+
 // Reads the counters: [host allocations, device allocations, copies,
 // kernel launches] since the process started.
 MTC_EXPORT void mtc_counters(double *out) {
