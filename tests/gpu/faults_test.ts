@@ -81,7 +81,9 @@ for (const { site, error, direction, input } of cases) {
       const pinned = pinnedPool.stats().inUseBytes;
       testAids!.injectFault(site, { error });
       try {
-        const outcome = await (async () => startCopy(source, target).get())().then(
+        const outcome = await new Promise<unknown>((resolve) =>
+          resolve(startCopy(source, target).get())
+        ).then(
           (result) => {
             disposeAll(result);
             return undefined;
