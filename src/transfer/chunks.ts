@@ -61,27 +61,33 @@ export interface Placement {
  */
 export function placeChunks(route: Route, { indices, pool, packer }: Placement): PlacedChunk[] {
   const blocks: Block[] = [];
-  let plans = sequentialChunk(packer, pool, blocks);
-  if (!plans) {
-    const bytes: number[] = [];
-    const elements: number[] = [];
-    for (let k = 0; k < indices.length; k++) {
-      const output = route.outputs[indices[k]];
-      bytes.push(output.byteLength);
-      elements.push(elementSizeOf(output.dtype));
+  try {
+    let plans = sequentialChunk(packer, pool, blocks);
+    if (!plans) {
+      const bytes: number[] = [];
+      const elements: number[] = [];
+      for (let k = 0; k < indices.length; k++) {
+        const output = route.outputs[indices[k]];
+        bytes.push(output.byteLength);
+        elements.push(elementSizeOf(output.dtype));
+      }
+      plans = planPacking(
+        { bytes, elementSizes: elements },
+        packCandidates(bytes, route.options),
+        route.options,
+        (_, capacity) => {
+          const block = pool.acquire(capacity);
+          blocks.push(block);
+          return block.address;
+        },
+      );
     }
-    plans = planPacking(
-      { bytes, elementSizes: elements },
-      packCandidates(bytes, route.options),
-      route.options,
-      (_, capacity) => {
-        const block = pool.acquire(capacity);
-        blocks.push(block);
-        return block.address;
-      },
-    );
+    return plans.map((plan, c) => ({ plan, block: blocks[c] }));
+  } catch (error) {
+    // A failed allocation of a later chunk gives the earlier ones back.
+    for (const block of blocks) pool.release(block);
+    throw error;
   }
-  return plans.map((plan, c) => ({ plan, block: blocks[c] }));
 }
 
 /**
@@ -150,10 +156,16 @@ export function gatherChunks(
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
+  // Every chunk's block belongs to its outputs before any call that can fail.
   for (const { plan, block } of chunks) {
+    const storage = new Storage(chunkPool, block, plan.members.length);
+    for (let m = 0; m < plan.members.length; m++) {
+      route.bind(list[plan.members[m]], storage, plan.offsets[m]);
+    }
+  }
+  for (const { plan } of chunks) {
     const { members, offsets, base, start, end } = plan;
     const payload = end - start;
-    const storage = new Storage(chunkPool, block, members.length);
     const tableBlock = submission.takeStaging(members.length * GATHER_ENTRY_BYTES);
     const entries = pinnedView(tableBlock, Float64Array);
     for (let m = 0; m < members.length; m++) {
@@ -163,18 +175,21 @@ export function gatherChunks(
       entries[at] = route.sourceAddress(i);
       entries[at + 1] = offsets[m] - start;
       entries[at + 2] = route.outputs[i].byteLength;
-      route.bind(i, storage, offsets[m]);
     }
     const scratch = scratchPool.acquire(payload);
-    send({
-      table: tableBlock.address,
-      count: members.length,
-      scratch: scratch.address,
-      dst: base + start,
-      payload,
-    });
-    // Later users of the scratch block queue behind the send on the source's stream.
-    scratchPool.release(scratch);
+    try {
+      send({
+        table: tableBlock.address,
+        count: members.length,
+        scratch: scratch.address,
+        dst: base + start,
+        payload,
+      });
+    } finally {
+      // Later users of the scratch block queue behind the send on the
+      // source's stream (after a failure, behind the drain).
+      scratchPool.release(scratch);
+    }
     submission.stats.packedTensors += members.length;
     submission.stats.chunks++;
   }

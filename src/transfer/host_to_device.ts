@@ -28,12 +28,19 @@ export function hostToDevice(route: Route, submission: Submission): void {
   const packed = new Uint8Array(h2d.length);
   submission.involve(target);
   if (options.packCpuTensors) {
-    for (
-      const { plan, block } of placeChunks(route, { indices: h2d, pool, packer: route.packer })
-    ) {
+    const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
+    // Every chunk's block belongs to its outputs before any call that can
+    // fail: a failure then releases it with them (measured with injected
+    // faults: binding after the DMA leaked the chunk when staging failed).
+    for (const { plan, block } of chunks) {
+      const storage = new Storage(pool, block, plan.members.length);
+      for (let m = 0; m < plan.members.length; m++) {
+        route.bind(h2d[plan.members[m]], storage, plan.offsets[m]);
+      }
+    }
+    for (const { plan } of chunks) {
       const { members, offsets, base, start, end } = plan;
       const payload = end - start;
-      const storage = new Storage(pool, block, members.length);
       const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
       // Consecutive leaves mostly share a type: reuse the last view. The
       // type is the array's internal one, never its `constructor`, so that a
@@ -59,10 +66,6 @@ export function hostToDevice(route: Route, submission: Submission): void {
       } else {
         const src = new Uint8Array(pageableScratch, 0, payload);
         copyFromBuffer({ device: target, dst: base + start, src });
-      }
-      // Outputs are bound while the DMA runs.
-      for (let m = 0; m < members.length; m++) {
-        route.bind(h2d[members[m]], storage, offsets[m]);
       }
       submission.stats.packedTensors += members.length;
       submission.stats.chunks++;

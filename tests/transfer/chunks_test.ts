@@ -93,3 +93,22 @@ Deno.test("placeChunks() without the walk's plan (an alignment that needs bucket
   }
   route.releaseLists();
 });
+
+Deno.test("placeChunks() gives the blocks it took back when a later chunk's allocation fails", () => {
+  let allocations = 0;
+  const failing = new BlockPool({
+    alloc(bytes) {
+      if (++allocations === 2) throw new Error("out of memory");
+      return (1 << 24) * allocations + bytes * 0;
+    },
+    free() {},
+  }, { maxCachedBytes: 0 });
+  const route = new Route(0, resolveOptions({ maxPackedChunkBytes: 64 }));
+  walk(Array.from({ length: 8 }, () => new Float32Array(8)), route); // 32 bytes each: 4 chunks
+  assert.throws(
+    () => placeChunks(route, { indices: route.h2d.view(), pool: failing, packer: route.packer }),
+    /out of memory/,
+  );
+  assert.equal(failing.stats().inUseBytes, 0);
+  route.releaseLists();
+});
