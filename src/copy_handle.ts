@@ -6,7 +6,7 @@
  * are complete; otherwise it polls for at most {@linkcode SPIN_MICROSECONDS}
  * (a small copy finishes within that, and a poll answers in well under a
  * microsecond, where the off-thread wait below costs tens), then waits on a
- * Deno blocking-pool thread (a nonblocking FFI `cudaEventSynchronize`) so the
+ * Deno blocking-pool thread (a nonblocking FFI `cuEventSynchronize`) so the
  * event loop keeps running.
  *
  * A handle keeps everything its copy touches (inputs, staging blocks,

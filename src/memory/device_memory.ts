@@ -1,7 +1,7 @@
 /**
  * One pool of device memory per CUDA device.
  *
- * Blocks come from `cudaMallocAsync` on the library's stream for that device
+ * Blocks come from `cuMemAllocAsync` on the library's stream for that device
  * and every later use of a block is queued on the same stream (peer copies
  * are fenced with events), so a released block may be reused at once: the
  * stream orders the new writes after the old reads.
