@@ -29,6 +29,8 @@ export { Tensor } from "./src/tensor.ts";
 export type { DType, TypedArray } from "./src/dtype.ts";
 export { disposeAll } from "./src/dispose.ts";
 export { releaseCachedMemory } from "./src/memory/release.ts";
+export { memoryStats } from "./src/memory/stats.ts";
+export type { MemoryStats, PoolMemoryStats } from "./src/memory/stats.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
 export { closeStagingWorkers } from "./src/staging/background.ts";

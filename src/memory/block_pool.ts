@@ -55,6 +55,8 @@ export interface BlockPoolStats {
   reservedBytes: number;
   /** Bytes handed out and not yet released. */
   inUseBytes: number;
+  /** The most bytes ever held from the allocator at once. */
+  peakReservedBytes: number;
 }
 
 /** A caching pool of memory blocks; see the design note above. */
@@ -70,6 +72,7 @@ export class BlockPool {
     misses: 0,
     reservedBytes: 0,
     inUseBytes: 0,
+    peakReservedBytes: 0,
   };
 
   /** Creates an empty pool over `allocator`. */
@@ -99,6 +102,9 @@ export class BlockPool {
       block = { address: this.#allocate(size), size };
       this.#stats.misses++;
       this.#stats.reservedBytes += size;
+      if (this.#stats.reservedBytes > this.#stats.peakReservedBytes) {
+        this.#stats.peakReservedBytes = this.#stats.reservedBytes;
+      }
     }
     this.#stats.inUseBytes += size;
     return block;

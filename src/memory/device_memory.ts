@@ -26,3 +26,10 @@ export function devicePool(device: number): BlockPool {
 export function devicePools(): readonly BlockPool[] {
   return pools.filter((pool) => pool !== undefined);
 }
+
+/** The indices of the devices whose pool exists, in order. */
+export function devicePoolIndices(): number[] {
+  const indices: number[] = [];
+  pools.forEach((pool, index) => pool !== undefined && indices.push(index));
+  return indices;
+}

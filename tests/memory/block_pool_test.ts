@@ -33,7 +33,13 @@ Deno.test("BlockPool.release() makes a block reusable without a new allocation",
   const block = pool.acquire(1000);
   pool.release(block);
   assert.equal(pool.acquire(900), block);
-  assert.deepEqual(pool.stats(), { hits: 1, misses: 1, reservedBytes: 4096, inUseBytes: 4096 });
+  assert.deepEqual(pool.stats(), {
+    hits: 1,
+    misses: 1,
+    reservedBytes: 4096,
+    inUseBytes: 4096,
+    peakReservedBytes: 4096,
+  });
 });
 
 Deno.test("BlockPool does not reuse a block of another size class", () => {
