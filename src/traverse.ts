@@ -15,6 +15,7 @@ import { isTypedArray, type TypedArray } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { tensorData } from "./tensor_internals.ts";
 import { isDetached } from "./tensor_args.ts";
+import { formatPath, pathKey, WalkError } from "./walk_error.ts";
 
 /** A tensor leaf of the input. */
 export type Leaf = TypedArray | Tensor;
@@ -51,34 +52,6 @@ export function containerKind(value: object): number {
   if (Array.isArray(value)) return ARRAY;
   if (value instanceof Map) return MAP;
   return isPlainObject(value) ? PLAIN_OBJECT : NOT_A_CONTAINER;
-}
-
-/** A rejection found during the walk; the path is filled in while unwinding. */
-class WalkError {
-  readonly path: (string | number)[] = [];
-  constructor(readonly make: (path: string) => Error) {}
-}
-
-/** Path elements kept at each end of a long path in an error message. */
-const PATH_ENDS = 8;
-
-function formatPath(path: readonly (string | number)[]): string {
-  let text = "$";
-  for (let i = 0; i < path.length; i++) {
-    if (path.length > 3 * PATH_ENDS && i === PATH_ENDS) {
-      // Deep paths would make messages of kilobytes: keep both ends.
-      text += `…(${path.length - 2 * PATH_ENDS} more)…`;
-      i = path.length - PATH_ENDS - 1;
-      continue;
-    }
-    const key = path[i];
-    text += typeof key === "number"
-      ? `[${key}]`
-      : /^[A-Za-z_$][\w$]*$/.test(key)
-      ? `.${key}`
-      : `[${JSON.stringify(key)}]`;
-  }
-  return text;
 }
 
 /**
@@ -252,16 +225,6 @@ function visitHoley(
       if (error instanceof WalkError) error.path.unshift(i);
       throw error;
     }
-  }
-}
-
-/** A key as a path element: Map keys need not be strings (nor convertible to one). */
-function pathKey(key: unknown): string | number {
-  if (typeof key === "number" || typeof key === "string") return key;
-  try {
-    return String(key);
-  } catch {
-    return Object.prototype.toString.call(key);
   }
 }
 

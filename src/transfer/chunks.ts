@@ -117,6 +117,25 @@ function sequentialChunk(
   }];
 }
 
+/**
+ * Gives every chunk's block to its outputs (one `Storage` per chunk, held
+ * by its members), before any call that can fail: a failure then releases
+ * the blocks with the outputs. (Measured with injected faults: binding after
+ * the DMA leaked the chunk when staging failed.)
+ */
+export function bindChunks(
+  route: Route,
+  chunks: readonly PlacedChunk[],
+  { indices, pool }: { indices: ArrayLike<number>; pool: BlockPool },
+): void {
+  for (const { plan, block } of chunks) {
+    const storage = new Storage(pool, block, plan.members.length);
+    for (let m = 0; m < plan.members.length; m++) {
+      route.bind(indices[plan.members[m]], storage, plan.offsets[m]);
+    }
+  }
+}
+
 /** A packed chunk gathered on its source device, ready to be sent. */
 export interface GatheredChunk {
   /** Address of the gather table (pinned, mapped). */
@@ -156,13 +175,7 @@ export function gatherChunks(
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
-  // Every chunk's block belongs to its outputs before any call that can fail.
-  for (const { plan, block } of chunks) {
-    const storage = new Storage(chunkPool, block, plan.members.length);
-    for (let m = 0; m < plan.members.length; m++) {
-      route.bind(list[plan.members[m]], storage, plan.offsets[m]);
-    }
-  }
+  bindChunks(route, chunks, { indices: list, pool: chunkPool });
   for (const { plan } of chunks) {
     const { members, offsets, base, start, end } = plan;
     const payload = end - start;

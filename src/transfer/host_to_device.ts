@@ -17,7 +17,7 @@ import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
-import { placeChunks } from "./chunks.ts";
+import { bindChunks, placeChunks } from "./chunks.ts";
 import type { Submission } from "./submission.ts";
 
 /** Queues every CPU→CUDA leaf of `route`. */
@@ -29,15 +29,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
   submission.involve(target);
   if (options.packCpuTensors) {
     const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
-    // Every chunk's block belongs to its outputs before any call that can
-    // fail: a failure then releases it with them (measured with injected
-    // faults: binding after the DMA leaked the chunk when staging failed).
-    for (const { plan, block } of chunks) {
-      const storage = new Storage(pool, block, plan.members.length);
-      for (let m = 0; m < plan.members.length; m++) {
-        route.bind(h2d[plan.members[m]], storage, plan.offsets[m]);
-      }
-    }
+    bindChunks(route, chunks, { indices: h2d, pool });
     for (const { plan } of chunks) {
       const { members, offsets, base, start, end } = plan;
       const payload = end - start;
