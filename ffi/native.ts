@@ -90,6 +90,8 @@ export interface DriverStatus {
   readonly deviceCount: number;
 }
 
+/** Shim status code: an invalid argument, e.g. a buffer detached before the call (native/driver.h). */
+export const MTC_E_BAD_ARGUMENT = 100002;
 /** Shim status code: libcuda.so.1 cannot be loaded (native/driver.h). */
 export const MTC_E_NO_DRIVER = 100003;
 /** Shim status code: the driver is older than the shim accepts. */
@@ -149,11 +151,6 @@ export function deviceFree(device: number, address: number): void {
 export function eventCreate(device: number): number {
   check(sym().mtc_event_create(device, out), () => `create a CUDA event on cuda:${device}`);
   return out[0];
-}
-
-/** Destroys an event of `device` from {@linkcode eventCreate}. */
-export function eventDestroy(device: number, event: number): void {
-  check(sym().mtc_event_destroy(device, event), () => `destroy a CUDA event of cuda:${device}`);
 }
 
 /** Records `event` on the library stream of `device`. */

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "560889dbe7806d24ff08a8a5fdb88124ce2ea24b31e54319310c69fcd07ccd71";
+export const SHIM_SOURCE_HASH = "a6ba3474130af0bc89c6be9ec0a3f5bcc90960468994fe8695e59acc51f2b756";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124808,
-    sha256: "ed8f6def53b7181c8ce230cbf7c8fc687c05b179ac60a3f5cf37a665f954d6bb",
+    sha256: "0109eba2ea8931b0d3838357ebf8d28203175209f56c329b77e511b2d181417c",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132944,
-    sha256: "8911ce20f589f2c60fb03d8d012f3a33dcc7bce5784bbbd701b79fae2d0b8dbf",
+    sha256: "a6eb911da61ab85ab1b9ffbdd043fa3ed8371756415aec34d7552b7f1b8ef117",
   },
 };

@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 8;
+export const ABI_VERSION = 9;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -37,8 +37,6 @@ export const symbols = {
   mtc_device_free: { parameters: ["i32", "f64"], result: "i32" },
   // int32_t mtc_event_create(int32_t device, double* out_handle)
   mtc_event_create: { parameters: ["i32", "buffer"], result: "i32" },
-  // int32_t mtc_event_destroy(int32_t device, addr_t event)
-  mtc_event_destroy: { parameters: ["i32", "f64"], result: "i32" },
   // int32_t mtc_event_record(int32_t device, addr_t event)
   mtc_event_record: { parameters: ["i32", "f64"], result: "i32" },
   // int32_t mtc_event_query(int32_t device, addr_t event): 0 done, 600 pending, else error

@@ -18,7 +18,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 8
+#define MTC_ABI_VERSION 9
 #endif
 
 #ifndef MTC_SOURCE_HASH
@@ -143,13 +143,8 @@ MTC_EXPORT int32_t mtc_event_create(int32_t device, double *out) {
 
 // The event calls make the event's device current first: driver API calls
 // act on the calling thread's context, and the waits run on threads (Deno's
-// blocking pool, staging Workers) that may not have one yet.
-MTC_EXPORT int32_t mtc_event_destroy(int32_t device, addr_t e) {
-  int st = mtc_use_device(device);
-  if (st) return st;
-  return mtc_cu.cuEventDestroy((CUevent)PTR(e));
-}
-
+// blocking pool) that may not have one yet. Events are pooled for the life
+// of the process (src/memory/event_pool.ts), so none is destroyed.
 MTC_EXPORT int32_t mtc_event_record(int32_t device, addr_t e) {
   CUstream s;
   int st = mtc_stream_for(device, &s);

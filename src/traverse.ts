@@ -30,7 +30,7 @@ export interface LeafSink {
 export const MAX_DEPTH = 2048;
 
 /** Whether `value` is a plain object (prototype Object.prototype or null). */
-export function isPlainObject(value: object): boolean {
+function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
 }

@@ -21,7 +21,13 @@
  * @module
  */
 
-import { cudaError, stageBufferOffThread, stagerCreate, stagerDestroy } from "../../ffi/native.ts";
+import {
+  cudaError,
+  MTC_E_BAD_ARGUMENT,
+  stageBufferOffThread,
+  stagerCreate,
+  stagerDestroy,
+} from "../../ffi/native.ts";
 import type { TypedArray } from "../dtype.ts";
 
 /**
@@ -54,9 +60,6 @@ export const SLOTS = 4;
 
 /** The most bytes one job stages: a stager's slots, once round. */
 export const JOB_BYTES = SLOTS * SLOT_BYTES;
-
-/** An `MTC_E_BAD_ARGUMENT` from the shim: here, a source detached before its job started. */
-const MTC_E_BAD_ARGUMENT = 100002;
 
 /** Jobs that run at once: two cores are left to the main thread and the driver. */
 export function stagingConcurrency(): number {
@@ -114,6 +117,7 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
       const stager = takeStager(device);
       try {
         const status = await stageBufferOffThread({ stager, dst, src, offset, bytes });
+        // "Invalid argument" here means the source was detached before the job started.
         if (status === MTC_E_BAD_ARGUMENT) {
           failure ??= new Error(
             `Cannot copy a tensor of ${src.byteLength} bytes whose buffer was detached during the copy: inputs must not change until get() resolves`,
@@ -131,22 +135,12 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
   if (failure !== undefined) throw failure;
 }
 
-/**
- * Frees the pinned memory of the idle stagers (a later large copy creates
- * them again). `releaseCachedMemory()` calls it too.
- *
- * @returns the bytes freed
- */
-export function releaseStagers(): number {
-  let freed = 0;
+/** Frees the pinned memory of the idle stagers (a later large copy creates them again). */
+function releaseStagers(): void {
   for (const list of idleStagers.values()) {
-    for (const stager of list) {
-      stagerDestroy(stager);
-      freed += SLOTS * SLOT_BYTES;
-    }
+    for (const stager of list) stagerDestroy(stager);
     list.length = 0;
   }
-  return freed;
 }
 
 /**
