@@ -74,20 +74,14 @@ export function hostToDevice(route: Route, submission: Submission): void {
     submission.stats.copies++;
     if (route.isPinned(i)) {
       copyAsync({ device: target, dst: block.address, src: route.sourceAddress(i), bytes });
-    } else if (!options.usePinnedStaging) {
-      copyFromBuffer({ device: target, dst: block.address, src: route.hostBytes(i) });
-    } else if (
-      options.useBackgroundThread && bytes >= BACKGROUND_MIN_BYTES &&
-      !isResizable(route.hostBytes(i))
-    ) {
-      submission.stageInBackground({
-        device: target,
-        dst: block.address,
-        src: route.hostBytes(i),
-        bytes,
-      });
+      continue;
+    }
+    const src = route.hostBytes(i);
+    if (!options.usePinnedStaging) {
+      copyFromBuffer({ device: target, dst: block.address, src });
+    } else if (options.useBackgroundThread && bytes >= BACKGROUND_MIN_BYTES && !isResizable(src)) {
+      submission.stageInBackground({ device: target, dst: block.address, src, bytes });
     } else {
-      const src = route.hostBytes(i);
       const stage = submission.takeStaging(bytes);
       pinnedView(stage, builtinClassOf(src)).set(src as never, 0);
       copyAsync({ device: target, dst: block.address, src: stage.address, bytes });

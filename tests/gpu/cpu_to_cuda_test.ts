@@ -128,7 +128,7 @@ Deno.test({
 });
 
 Deno.test({
-  ignore: !hasGpu || !testAids,
+  ...gpu,
   name: "startCopy() to cuda:0 allocates nothing in steady state",
   async fn() {
     const batch = createBatchMetaData(16);

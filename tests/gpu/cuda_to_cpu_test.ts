@@ -37,7 +37,7 @@ for (const packCpuTensors of [true, false]) {
 }
 
 Deno.test({
-  ignore: !hasGpu || !testAids,
+  ...gpu,
   name: "the reference batch leaves the GPU with one device-to-host transfer per chunk",
   async fn() {
     const batch = createBatchMetaData(16);
@@ -59,7 +59,7 @@ Deno.test({
 });
 
 Deno.test({
-  ignore: !hasGpu || !testAids,
+  ...gpu,
   name:
     "where the driver cannot load the gather kernel, gathers fall back to one copy per tensor, bit-exact",
   async fn() {

@@ -107,7 +107,7 @@ Deno.test({
 });
 
 Deno.test({
-  ignore: !hasGpu || !testAids,
+  ...gpu,
   name: "running out of device memory rejects get() with the CUDA error and leaks nothing",
   async fn() {
     const { deviceAlloc, deviceFree } = await import("../../ffi/native.ts");

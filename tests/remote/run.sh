@@ -18,17 +18,9 @@ cleanup() {
 trap cleanup EXIT
 
 deno_bin=$(command -v deno)
-# PATH without any directory that holds nvcc or a CUDA toolkit; deno comes
-# through a directory of its own.
-mkdir -p "$work/bin"
-ln -s "$deno_bin" "$work/bin/deno"
-clean_path="$work/bin"
-IFS=: read -ra dirs <<<"$PATH"
-for dir in "${dirs[@]}"; do
-  [[ -z "$dir" || "$dir" == *cuda* || -e "$dir/nvcc" ]] || clean_path+=":$dir"
-done
-env -u CUDA_HOME PATH="$clean_path" bash -c '! command -v nvcc >/dev/null' ||
-  { echo "remote: nvcc is still reachable" >&2; exit 1; }
+# shellcheck source=toolkit_free_path.sh
+source "$repo/tests/remote/toolkit_free_path.sh"
+clean_path=$(toolkit_free_path "$work/bin")
 
 "$deno_bin" run --allow-net=127.0.0.1 --allow-read="$repo" --allow-run="$(readlink -f "$deno_bin")" \
   --allow-env "$repo/tests/remote/serve_package.ts" >"$work/server.log" 2>&1 &
