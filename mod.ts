@@ -31,6 +31,8 @@ export { disposeAll } from "./src/dispose.ts";
 export { releaseCachedMemory } from "./src/memory/release.ts";
 export { memoryStats } from "./src/memory/stats.ts";
 export type { MemoryStats, PoolMemoryStats } from "./src/memory/stats.ts";
+export { setMemoryLimits } from "./src/memory/limits.ts";
+export type { MemoryLimits } from "./src/memory/limits.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
 export { closeStagingWorkers } from "./src/staging/background.ts";

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "a6ba3474130af0bc89c6be9ec0a3f5bcc90960468994fe8695e59acc51f2b756";
+export const SHIM_SOURCE_HASH = "eea6db42a8cfe40874146d217269b1166d8ec9251e1b0f723dcc24413533feb2";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124808,
-    sha256: "0109eba2ea8931b0d3838357ebf8d28203175209f56c329b77e511b2d181417c",
+    sha256: "1ac704e54b98d82c99d9bfecb421db788ba78697764e13bb8d5109b8435adf5e",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132944,
-    sha256: "a6eb911da61ab85ab1b9ffbdd043fa3ed8371756415aec34d7552b7f1b8ef117",
+    sha256: "54ed6a469456e8b18fb5c4b09477309a742645d9a50bdcc725d8cb263338abdb",
   },
 };

@@ -108,4 +108,6 @@ export const testAidSymbols = {
   mtc_inject_fault: { parameters: ["i32", "i32", "i32"], result: "i32" },
   // int32_t mtc_sum_f32(int32_t device, addr_t src, double count, addr_t dst)
   mtc_sum_f32: { parameters: ["i32", "f64", "f64", "f64"], result: "i32" },
+  // int32_t mtc_trigger_illegal_address(int32_t device)
+  mtc_trigger_illegal_address: { parameters: ["i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;

@@ -69,6 +69,18 @@ export const testAids = library && {
     );
   },
 
+  /**
+   * Launches a kernel that writes to an unmapped address of `device`: from
+   * then on the device's context is broken (CUDA_ERROR_ILLEGAL_ADDRESS on
+   * every call). Only for a test in a process of its own.
+   */
+  triggerIllegalAddress(device: number): void {
+    check(
+      library.symbols.mtc_trigger_illegal_address(device),
+      `launch the illegal-address kernel on cuda:${device}`,
+    );
+  },
+
   /** Free and total device memory of `device`, in bytes. */
   memInfo(device: number): { free: number; total: number } {
     const out = new Float64Array(2);

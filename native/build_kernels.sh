@@ -17,6 +17,13 @@ for arch in $("$nvcc" --list-gpu-arch | sed -n 's/^compute_//p' | sort -n); do
   [ "$arch" -ge 75 ] && gencode+=(-gencode "arch=compute_$arch,code=sm_$arch")
 done
 gencode+=(-gencode arch=compute_75,code=compute_75)
+# The bytes as a C initializer, 12 per line (what `xxd -i` prints; xxd is
+# not everywhere nvcc is).
+hex_array() {
+  od -An -v -tx1 "$1" |
+    awk '{ for (i = 1; i <= NF; i++) printf "%s0x%s", (n++ ? (n % 12 == 1 ? ",\n  " : ", ") : "  "), $i }
+         END { print "" }'
+}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 for source in "$here"/kernels/*.cu; do
@@ -28,7 +35,7 @@ for source in "$here"/kernels/*.cu; do
     echo "// $("$nvcc" --version | tail -1)"
     echo "// Architectures: $(printf '%s ' "${gencode[@]}" | sed 's/-gencode //g')"
     echo "static const unsigned char mtc_${name}_fatbin[] __attribute__((aligned(16))) = {"
-    xxd -i <"$tmp/$name.fatbin"
+    hex_array "$tmp/$name.fatbin"
     echo "};"
   } >"$tmp/${name}_fatbin.h"
   mv "$tmp/${name}_fatbin.h" "$here/generated/${name}_fatbin.h"

@@ -52,7 +52,7 @@ MTC_HIDDEN int mtc_stream_for(int device, CUstream *out);
 // Loads `image` (a fat binary) once per device and returns `name` from it.
 // `slot` identifies the image and function (0..MTC_MAX_MODULES-1): one
 // function is cached per slot.
-#define MTC_MAX_MODULES 3
+#define MTC_MAX_MODULES 4
 MTC_HIDDEN int mtc_function(int device, int slot, const void *image, const char *name,
                             CUfunction *out);
 

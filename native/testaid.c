@@ -12,6 +12,7 @@
 // One function is cached per slot, so each aid kernel has its own.
 #define DELAY_SLOT 1
 #define SUM_SLOT 2
+#define ILLEGAL_ADDRESS_SLOT 3
 
 int64_t mtc_counts[4];
 int mtc_kernels_disabled;
@@ -108,4 +109,20 @@ MTC_EXPORT int32_t mtc_sum_f32(int32_t device, addr_t src, double count, addr_t 
   void *target = PTR(dst);
   void *args[] = {&source, &n, &target};
   return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 256, 1, 1, 0, s, args, NULL);
+}
+
+// Launches a kernel that writes to an unmapped device address: a sticky
+// CUDA_ERROR_ILLEGAL_ADDRESS on `device` from then on (a test in a process of
+// its own). Returns the launch status; the fault surfaces at the next sync.
+MTC_EXPORT int32_t mtc_trigger_illegal_address(int32_t device) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  CUfunction kernel;
+  st = mtc_function(device, ILLEGAL_ADDRESS_SLOT, mtc_test_aids_fatbin,
+                    "mtc_illegal_address_kernel", &kernel);
+  if (st) return st;
+  uint64_t address = 0x10;
+  void *args[] = {&address};
+  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
 }

@@ -7,16 +7,11 @@
 
 import type { CopyStats } from "./copy_handle.ts";
 import { deviceName } from "./device.ts";
+import { grantedEnv } from "./env.ts";
 import type { Route } from "./route.ts";
 
-function debugEnabled(): boolean {
-  // Ask first: reading an ungranted variable would prompt on a terminal.
-  const query = Deno.permissions.querySync({ name: "env", variable: "MTC_DEBUG" });
-  return query.state === "granted" && Deno.env.get("MTC_DEBUG") === "1";
-}
-
 /** Whether copies are logged (read once, at import). */
-export const DEBUG: boolean = debugEnabled();
+export const DEBUG: boolean = grantedEnv("MTC_DEBUG") === "1";
 
 /** What a copy's log line needs from its start. */
 export interface CopyTrace {

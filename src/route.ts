@@ -42,6 +42,8 @@ export class Route implements LeafSink {
   tensors = 0;
   /** Their payload bytes. */
   bytes = 0;
+  /** Payload bytes of the leaves that move. */
+  movedBytes = 0;
   /** Leaves that move, by index. */
   readonly leaves: Leaf[] = [];
   /** Their outputs, by the same index. */
@@ -145,6 +147,7 @@ export class Route implements LeafSink {
   #move(leaf: Leaf, source: number, dtype: DType, shape: readonly number[]): Tensor {
     const index = this.leaves.length;
     const output = createTensor(dtype, shape, this.target, leaf.byteLength);
+    this.movedBytes += leaf.byteLength;
     this.leaves.push(leaf);
     this.outputs.push(output);
     if (this.target === CPU) {

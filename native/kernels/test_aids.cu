@@ -28,3 +28,11 @@ extern "C" __global__ void mtc_sum_f32_kernel(const float *src, uint64_t count, 
   }
   if (threadIdx.x == 0) atomicAdd(dst, partial[0]);
 }
+
+// Writes through an address no allocation covers: the device faults with
+// CUDA_ERROR_ILLEGAL_ADDRESS, an error that sticks to the context, so that
+// a test can check that every later copy to that device fails cleanly. One
+// thread; run it only in a process of its own.
+extern "C" __global__ void mtc_illegal_address_kernel(uint64_t address) {
+  *reinterpret_cast<volatile uint32_t *>(address) = 0xdeadbeefu;
+}

@@ -9,8 +9,11 @@
  *   `exactAboveBytes`; larger requests get their exact size, so rounding
  *   never costs more than 2x and huge blocks are not wasted. A request is
  *   never given a smaller block.
- * - Memory goes back to the OS only in `trim()` or when a release would push
- *   the cached bytes over `maxCachedBytes`: never on the hot path otherwise.
+ * - Memory goes back to the OS only in `trim()`, when a release would push
+ *   the cached bytes over `maxCachedBytes`, or when the pool holds more than
+ *   its limit (`limitBytes`): never on the hot path otherwise. The limit is
+ *   enforced before a copy starts (the transfer room's admission waits until
+ *   a copy fits); here it only keeps idle blocks from holding memory past it.
  * - If the allocator fails, the pool frees what it caches and retries once.
  * The allocator is injected, so this file is tested without a GPU.
  *
@@ -43,6 +46,10 @@ export interface BlockPoolOptions {
   exactAboveBytes?: number;
   /** Cached (idle) bytes kept at most (default 1 GiB). */
   maxCachedBytes?: number;
+  /** The pool's limit on held bytes, read when it matters (default: none). */
+  limitBytes?: () => number;
+  /** Called after every release (wakes copies waiting for memory). */
+  onRelease?: () => void;
 }
 
 /** Counters of a pool, for tests and benchmarks. */
@@ -57,6 +64,8 @@ export interface BlockPoolStats {
   inUseBytes: number;
   /** The most bytes ever held from the allocator at once. */
   peakReservedBytes: number;
+  /** The pool's limit on held bytes (Infinity: none). */
+  limitBytes: number;
 }
 
 /** A caching pool of memory blocks; see the design note above. */
@@ -65,6 +74,8 @@ export class BlockPool {
   readonly #minBlock: number;
   readonly #exactAbove: number;
   readonly #maxCached: number;
+  readonly #limit: () => number;
+  readonly #onRelease: (() => void) | undefined;
   readonly #free = new Map<number, Block[]>();
   #cachedBytes = 0;
   #stats: BlockPoolStats = {
@@ -73,7 +84,9 @@ export class BlockPool {
     reservedBytes: 0,
     inUseBytes: 0,
     peakReservedBytes: 0,
+    limitBytes: Infinity,
   };
+  #lastUse = 0;
 
   /** Creates an empty pool over `allocator`. */
   constructor(allocator: BlockAllocator, options: BlockPoolOptions = {}) {
@@ -81,6 +94,43 @@ export class BlockPool {
     this.#minBlock = options.minBlockBytes ?? 4096;
     this.#exactAbove = options.exactAboveBytes ?? 64 * 1024 * 1024;
     this.#maxCached = options.maxCachedBytes ?? 1024 * 1024 * 1024;
+    this.#limit = options.limitBytes ?? (() => Infinity);
+    this.#onRelease = options.onRelease;
+  }
+
+  /** The pool's limit on held bytes now (Infinity: none). */
+  get limitBytes(): number {
+    return this.#limit();
+  }
+
+  /** Bytes held from the allocator (idle + in use). */
+  get reservedBytes(): number {
+    return this.#stats.reservedBytes;
+  }
+
+  /** Bytes handed out and not yet released. */
+  get inUseBytes(): number {
+    return this.#stats.inUseBytes;
+  }
+
+  /** Idle bytes kept for reuse. */
+  get cachedBytes(): number {
+    return this.#cachedBytes;
+  }
+
+  /** `performance.now()` of the last acquire or release (0: never used). */
+  get lastUse(): number {
+    return this.#lastUse;
+  }
+
+  /**
+   * Whether `bytes` more fit under the limit next to what is in use; frees
+   * idle blocks first when they are what stands in the way.
+   */
+  makeRoom(bytes: number): boolean {
+    const limit = this.#limit();
+    if (this.#stats.reservedBytes + bytes > limit && this.#cachedBytes > 0) this.trim();
+    return this.#stats.inUseBytes + bytes <= limit;
   }
 
   /** The block size a request of `bytes` is served with. */
@@ -99,6 +149,8 @@ export class BlockPool {
       this.#cachedBytes -= size;
       this.#stats.hits++;
     } else {
+      // Idle blocks of other sizes must not hold the pool over its limit.
+      if (this.#cachedBytes > 0 && this.#stats.reservedBytes + size > this.#limit()) this.trim();
       block = { address: this.#allocate(size), size };
       this.#stats.misses++;
       this.#stats.reservedBytes += size;
@@ -107,20 +159,26 @@ export class BlockPool {
       }
     }
     this.#stats.inUseBytes += size;
+    this.#lastUse = performance.now();
     return block;
   }
 
   /** Gives a block back for reuse (see the design note for when). */
   release(block: Block): void {
     this.#stats.inUseBytes -= block.size;
-    if (this.#cachedBytes + block.size > this.#maxCached) {
+    this.#lastUse = performance.now();
+    if (
+      this.#cachedBytes + block.size > this.#maxCached ||
+      this.#stats.reservedBytes > this.#limit()
+    ) {
       this.#freeBlock(block);
-      return;
+    } else {
+      let list = this.#free.get(block.size);
+      if (!list) this.#free.set(block.size, list = []);
+      list.push(block);
+      this.#cachedBytes += block.size;
     }
-    let list = this.#free.get(block.size);
-    if (!list) this.#free.set(block.size, list = []);
-    list.push(block);
-    this.#cachedBytes += block.size;
+    this.#onRelease?.();
   }
 
   /** Frees every idle block; returns the bytes freed. */
@@ -136,7 +194,7 @@ export class BlockPool {
 
   /** A snapshot of the pool's counters. */
   stats(): BlockPoolStats {
-    return { ...this.#stats };
+    return { ...this.#stats, limitBytes: this.#limit() };
   }
 
   #allocate(size: number): number {

@@ -11,6 +11,8 @@
 
 import { deviceAlloc, deviceFree } from "../../ffi/native.ts";
 import { BlockPool } from "./block_pool.ts";
+import { memoryLimits } from "./limits.ts";
+import { memoryReleased } from "./released.ts";
 
 const pools: BlockPool[] = [];
 
@@ -19,7 +21,12 @@ export function devicePool(device: number): BlockPool {
   return pools[device] ??= new BlockPool({
     alloc: (bytes) => deviceAlloc(device, bytes),
     free: (block) => deviceFree(device, block.address),
-  }, { minBlockBytes: 512, maxCachedBytes: 2 * 1024 * 1024 * 1024 });
+  }, {
+    minBlockBytes: 512,
+    maxCachedBytes: 2 * 1024 * 1024 * 1024,
+    limitBytes: () => memoryLimits().deviceBytes,
+    onRelease: memoryReleased,
+  });
 }
 
 /** Every device pool created so far. */

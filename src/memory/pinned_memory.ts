@@ -13,6 +13,8 @@
 
 import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
 import { type Block, BlockPool } from "./block_pool.ts";
+import { memoryLimits } from "./limits.ts";
+import { memoryReleased } from "./released.ts";
 import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
 
 interface PinnedCache {
@@ -30,7 +32,11 @@ export const pinnedPool: BlockPool = new BlockPool({
     block.cache = undefined;
     hostFree(block.address);
   },
-}, { minBlockBytes: 64 * 1024 });
+}, {
+  minBlockBytes: 64 * 1024,
+  limitBytes: () => memoryLimits().pinnedBytes,
+  onRelease: memoryReleased,
+});
 
 function cacheOf(block: Block): PinnedCache {
   let cache = block.cache as PinnedCache | undefined;

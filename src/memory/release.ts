@@ -6,6 +6,8 @@
 
 import { devicePools } from "./device_memory.ts";
 import { pinnedPool } from "./pinned_memory.ts";
+// Idle memory also goes back on its own, after the idle-release time.
+import "./idle_release.ts";
 
 /**
  * Frees every idle block of the pinned and device memory pools. Memory held

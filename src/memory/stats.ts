@@ -7,6 +7,7 @@
 import { deviceName } from "../device.ts";
 import type { BlockPoolStats } from "./block_pool.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
+import { type MemoryLimits, memoryLimits } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 
 /** One pool's figures, in bytes and counts. */
@@ -23,6 +24,8 @@ export interface PoolMemoryStats {
   allocations: number;
   /** Requests served from the cache. */
   reuses: number;
+  /** The pool's limit on held bytes (see `setMemoryLimits`). */
+  limitBytes: number;
 }
 
 /** What {@linkcode memoryStats} reports. */
@@ -31,6 +34,8 @@ export interface MemoryStats {
   pinned: PoolMemoryStats;
   /** One device memory pool per device used so far, by device name (`"cuda:0"`). */
   devices: Record<string, PoolMemoryStats>;
+  /** The limits in force (see `setMemoryLimits`). */
+  limits: MemoryLimits;
 }
 
 function figures(stats: BlockPoolStats): PoolMemoryStats {
@@ -41,12 +46,13 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
     peakReservedBytes: stats.peakReservedBytes,
     allocations: stats.misses,
     reuses: stats.hits,
+    limitBytes: stats.limitBytes,
   };
 }
 
 /**
  * The pinned and device memory the library holds now: in use, cached for
- * reuse, the peak, and how many allocations it took. A steady training loop
+ * reuse, the peak, how many allocations it took, and the limits. A steady training loop
  * shows `allocations` standing still and `reservedBytes` flat. (The
  * background stagers' pinned memory, at most 64 MiB per device, is not a
  * pool and is not counted.)
@@ -65,5 +71,5 @@ export function memoryStats(): MemoryStats {
   for (const index of devicePoolIndices()) {
     devices[deviceName(index)] = figures(devicePool(index).stats());
   }
-  return { pinned: figures(pinnedPool.stats()), devices };
+  return { pinned: figures(pinnedPool.stats()), devices, limits: { ...memoryLimits() } };
 }

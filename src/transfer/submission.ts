@@ -53,16 +53,18 @@ export class Submission {
   readonly #devices = new Set<number>();
   #background: BackgroundRange[] | undefined;
 
-  /** A ledger for `route`; holds the input storages from now on. */
-  constructor(route: Route) {
+  /** Counters of `route`'s copy before anything was queued. */
+  static emptyStats(route: Route): CopyStats {
+    return { tensors: route.tensors, bytes: route.bytes, packedTensors: 0, chunks: 0, copies: 0 };
+  }
+
+  /**
+   * A ledger for `route`, counting into `stats` (fresh by default); holds
+   * the input storages from now on.
+   */
+  constructor(route: Route, stats: CopyStats = Submission.emptyStats(route)) {
     this.#route = route;
-    this.stats = {
-      tensors: route.tensors,
-      bytes: route.bytes,
-      packedTensors: 0,
-      chunks: 0,
-      copies: 0,
-    };
+    this.stats = stats;
     for (const storage of route.inputStorages()) {
       storage.retain();
       this.#retained.push(storage);

@@ -1,24 +1,33 @@
 /**
- * Submission of a routed copy: each direction's transfers, then the job
- * the handle completes.
+ * Submission of a routed copy: admission under the memory limits, each
+ * direction's transfers, then the job the handle completes.
  *
  * @module
  */
 
-import type { CopyJob } from "../copy_handle.ts";
+import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
 import type { Route } from "../route.ts";
+import { admission } from "./admission.ts";
 import { deviceToDevice } from "./device_to_device.ts";
 import { deviceToHost } from "./device_to_host.ts";
 import { hostToDevice } from "./host_to_device.ts";
 import { Submission } from "./submission.ts";
+import "./exit_release.ts";
 
 /**
  * Queues every transfer of `route` and returns the job for its handle. A
- * failure while queueing drains what was queued, releases everything, and
- * comes back as a job whose `submitted` rejects.
+ * copy that does not fit under the memory limits yet is queued when it
+ * does; the job's `submitted` settles then. A failure while queueing drains
+ * what was queued, releases everything, and comes back as a job whose
+ * `submitted` rejects.
  */
 export function submit(route: Route): CopyJob<void> {
-  const submission = new Submission(route);
+  const admitted = admission(route);
+  return admitted ? submitWhenAdmitted(route, admitted) : submitNow(route);
+}
+
+function submitNow(route: Route, stats?: CopyStats): CopyJob<void> {
+  const submission = new Submission(route, stats);
   try {
     if (route.h2d.length > 0) hostToDevice(route, submission);
     for (const [source, list] of route.bySource(route.peer)) {
@@ -43,4 +52,28 @@ export function submit(route: Route): CopyJob<void> {
   } finally {
     route.releaseLists();
   }
+}
+
+/** A job that submits once `admitted` resolves (its events are filled in then). */
+function submitWhenAdmitted(route: Route, admitted: Promise<void>): CopyJob<void> {
+  const events: DeviceEvent[] = [];
+  const stats = Submission.emptyStats(route);
+  let job: CopyJob<void> | undefined;
+  const submitted = admitted.then(async () => {
+    job = submitNow(route, stats);
+    if (job.submitted) await job.submitted;
+    events.push(...job.events);
+  });
+  return {
+    events,
+    submitted,
+    stats,
+    complete: () => job!.complete(),
+    abort: () => {
+      if (job) return job.abort();
+      // Never admitted: nothing was taken but the outputs and the lists.
+      for (const output of route.outputs) output.dispose();
+      route.releaseLists();
+    },
+  };
 }

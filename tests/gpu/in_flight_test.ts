@@ -74,3 +74,46 @@ Deno.test({
     disposeAll(results);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "1000 copies in flight in mixed directions (CPU→CUDA, CUDA→CPU, same device) land bit-exactly",
+  async fn() {
+    // Sources on the GPU for the CUDA→CPU and CUDA→CUDA copies.
+    const onDeviceInputs = Array.from({ length: 8 }, (_, k) => batch(500 + k));
+    const onDevice = await Promise.all(onDeviceInputs.map((b) => startCopy(b, "cuda:0").get()));
+    const pinnedBase = pinnedPool.stats().inUseBytes;
+    delayStream(0, GATE_US);
+    const started: { handle: ReturnType<typeof startCopy>; expected: Float32Array[] }[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const k = i % 8;
+      const kind = i % 4;
+      if (kind === 0) {
+        const input = batch(1000 + i);
+        started.push({ handle: startCopy(input, "cuda:0"), expected: input });
+      } else if (kind === 1) {
+        started.push({ handle: startCopy(onDevice[k], "cpu"), expected: onDeviceInputs[k] });
+      } else if (kind === 2) {
+        // CUDA→same CUDA device returns the same tensors (a one-GPU machine
+        // has no other device); CUDA→other CUDA is in cuda_to_cuda_test.ts.
+        started.push({ handle: startCopy(onDevice[k], "cuda:0"), expected: onDeviceInputs[k] });
+      } else {
+        const input = batch(1000 + i);
+        started.push({ handle: startCopy(input, "cpu"), expected: input });
+      }
+    }
+    assert.ok(started.filter((s, i) => i % 4 === 0).every((s) => !s.handle.ready()));
+    const results = await Promise.all(started.map((s) => s.handle.get()));
+    for (let i = 0; i < results.length; i++) {
+      const result = results[i] as Tensor[];
+      const expected = started[i].expected;
+      for (let j = 0; j < expected.length; j++) {
+        assert.deepEqual(bytesOf(result[j]), bytesOf(expected[j]), `copy ${i}, tensor ${j}`);
+      }
+    }
+    disposeAll(results.filter((_, i) => i % 4 === 0 || i % 4 === 1));
+    disposeAll(onDevice);
+    assert.equal(pinnedPool.stats().inUseBytes, pinnedBase);
+  },
+});

@@ -39,6 +39,7 @@ Deno.test("BlockPool.release() makes a block reusable without a new allocation",
     reservedBytes: 4096,
     inUseBytes: 4096,
     peakReservedBytes: 4096,
+    limitBytes: Infinity,
   });
 });
 
@@ -86,4 +87,55 @@ Deno.test("BlockPool retries an allocation once after trimming", () => {
   pool.release(pool.acquire(4096));
   assert.equal(pool.acquire(16384).size, 16384);
   assert.equal(pool.stats().reservedBytes, 16384);
+});
+
+Deno.test("BlockPool.makeRoom() frees idle blocks in the way and says whether a request fits", () => {
+  let limit = 16384;
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator, { minBlockBytes: 4096, limitBytes: () => limit });
+  const held = pool.acquire(8192);
+  pool.release(pool.acquire(4096));
+  assert.equal(pool.cachedBytes, 4096);
+  // 8192 in use + 8192 asked = the limit: fits once the idle 4096 are gone.
+  assert.equal(pool.makeRoom(8192), true);
+  assert.equal(pool.cachedBytes, 0);
+  assert.equal(freed.length, 1);
+  assert.equal(pool.makeRoom(8193), false);
+  limit = Infinity;
+  assert.equal(pool.makeRoom(1e12), true);
+  pool.release(held);
+});
+
+Deno.test("BlockPool.release() frees instead of caching while the pool holds more than its limit", () => {
+  let limit = Infinity;
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator, { minBlockBytes: 4096, limitBytes: () => limit });
+  const a = pool.acquire(4096);
+  const b = pool.acquire(4096);
+  limit = 4096;
+  pool.release(a);
+  assert.deepEqual(freed, [a.address]);
+  pool.release(b);
+  assert.equal(pool.cachedBytes, 4096);
+  assert.equal(pool.stats().limitBytes, 4096);
+});
+
+Deno.test("BlockPool.acquire() frees idle blocks of other sizes rather than exceed its limit", () => {
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator, { minBlockBytes: 4096, limitBytes: () => 8192 });
+  const small = pool.acquire(4096);
+  pool.release(small);
+  pool.acquire(8192);
+  assert.deepEqual(freed, [small.address]);
+  assert.equal(pool.reservedBytes, 8192);
+});
+
+Deno.test("BlockPool raises onRelease after every release and records the last use", () => {
+  let releases = 0;
+  const pool = new BlockPool(fakeAllocator().allocator, { onRelease: () => releases++ });
+  assert.equal(pool.lastUse, 0);
+  const block = pool.acquire(10);
+  assert.ok(pool.lastUse > 0);
+  pool.release(block);
+  assert.equal(releases, 1);
 });

@@ -1,0 +1,56 @@
+/**
+ * Idle memory goes back to CUDA: once a pool has not been used for
+ * `idleReleaseMs`, its cached blocks are freed. One timer at most, started
+ * by a release and unref'd, so it never keeps a process alive; a training
+ * loop that copies every few milliseconds never sees it fire.
+ *
+ * @module
+ */
+
+import type { BlockPool } from "./block_pool.ts";
+import { devicePools } from "./device_memory.ts";
+import { memoryLimits, onLimitsChanged } from "./limits.ts";
+import { pinnedPool } from "./pinned_memory.ts";
+import { onMemoryReleased } from "./released.ts";
+
+let timer: ReturnType<typeof setTimeout> | undefined;
+
+function pools(): BlockPool[] {
+  return [pinnedPool, ...devicePools()];
+}
+
+function schedule(): void {
+  if (timer !== undefined) return;
+  const idleMs = memoryLimits().idleReleaseMs;
+  if (!Number.isFinite(idleMs)) return;
+  let due = Infinity;
+  for (const pool of pools()) {
+    if (pool.cachedBytes > 0) due = Math.min(due, pool.lastUse + idleMs);
+  }
+  if (due === Infinity) return;
+  timer = setTimeout(releaseIdle, Math.max(0, due - performance.now()));
+  Deno.unrefTimer(timer);
+}
+
+function releaseIdle(): void {
+  timer = undefined;
+  const idleMs = memoryLimits().idleReleaseMs;
+  const now = performance.now();
+  for (const pool of pools()) {
+    if (pool.cachedBytes > 0 && now - pool.lastUse >= idleMs) pool.trim();
+  }
+  schedule();
+}
+
+onMemoryReleased(schedule);
+onLimitsChanged(() => {
+  if (timer !== undefined) clearTimeout(timer);
+  timer = undefined;
+  // A lower limit frees idle memory above it now.
+  const { pinnedBytes, deviceBytes } = memoryLimits();
+  if (pinnedPool.reservedBytes > pinnedBytes) pinnedPool.trim();
+  for (const pool of devicePools()) {
+    if (pool.reservedBytes > deviceBytes) pool.trim();
+  }
+  schedule();
+});

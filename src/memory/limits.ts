@@ -1,0 +1,149 @@
+/**
+ * The memory limits: how much pinned and device memory the pools may hold,
+ * how long a copy waits for memory under them, and when idle memory goes
+ * back. Defaults, then environment variables (read only where already
+ * granted, so that importing never prompts), then `setMemoryLimits()`.
+ *
+ * @module
+ */
+
+import { grantedEnv } from "../env.ts";
+
+/** The limits of the library's memory pools; see {@linkcode setMemoryLimits}. */
+export interface MemoryLimits {
+  /** Pinned host memory the pool may hold, in bytes (default 4 GiB; `MTC_PINNED_LIMIT`). */
+  pinnedBytes: number;
+  /** Memory each device's pool may hold, in bytes (default 16 GiB; `MTC_DEVICE_LIMIT`). */
+  deviceBytes: number;
+  /**
+   * Idle (cached) memory goes back to CUDA once a pool has not been used
+   * for this long, in milliseconds (default 10000; `MTC_IDLE_RELEASE_MS`;
+   * `Infinity`: never).
+   */
+  idleReleaseMs: number;
+  /**
+   * How long a copy that does not fit under a limit waits for memory to come
+   * back before its `get()` rejects, in milliseconds (default 60000;
+   * `MTC_MEMORY_WAIT_MS`).
+   */
+  waitMs: number;
+}
+
+const GiB = 1024 ** 3;
+
+/** The documented defaults. */
+export const DEFAULT_MEMORY_LIMITS: Readonly<MemoryLimits> = Object.freeze({
+  pinnedBytes: 4 * GiB,
+  deviceBytes: 16 * GiB,
+  idleReleaseMs: 10_000,
+  waitMs: 60_000,
+});
+
+const ENVIRONMENT: Record<keyof MemoryLimits, string> = {
+  pinnedBytes: "MTC_PINNED_LIMIT",
+  deviceBytes: "MTC_DEVICE_LIMIT",
+  idleReleaseMs: "MTC_IDLE_RELEASE_MS",
+  waitMs: "MTC_MEMORY_WAIT_MS",
+};
+
+const UNITS: Record<string, number> = {
+  "": 1,
+  k: 1e3,
+  kb: 1e3,
+  kib: 1024,
+  m: 1e6,
+  mb: 1e6,
+  mib: 1024 ** 2,
+  g: 1e9,
+  gb: 1e9,
+  gib: GiB,
+};
+
+/**
+ * Parses a limit from the environment: a number of bytes or milliseconds,
+ * with an optional size unit (`512MiB`, `4GiB`, `2g`), or `Infinity`.
+ */
+export function parseLimit(text: string, name: string): number {
+  const match = /^\s*(\d+(?:\.\d+)?|infinity)\s*([a-z]*)\s*$/i.exec(text);
+  const unit = match ? UNITS[match[2].toLowerCase()] : undefined;
+  if (!match || unit === undefined) {
+    throw new TypeError(
+      `${name}="${text}" is not a limit (a number, optionally with a unit: KiB, MiB, GiB)`,
+    );
+  }
+  const value = match[1].toLowerCase() === "infinity"
+    ? Infinity
+    : Math.floor(Number(match[1]) * unit);
+  return checkLimit(value, name);
+}
+
+function checkLimit(value: unknown, name: string): number {
+  if (typeof value !== "number" || Number.isNaN(value)) {
+    throw new TypeError(`${name} must be a number, got ${String(value)}`);
+  }
+  if (value < 0 || (Number.isFinite(value) && !Number.isInteger(value))) {
+    throw new RangeError(`${name} must be a whole number >= 0 or Infinity, got ${value}`);
+  }
+  return value;
+}
+
+function fromEnvironment(): MemoryLimits {
+  const limits = { ...DEFAULT_MEMORY_LIMITS };
+  for (const key of Object.keys(ENVIRONMENT) as (keyof MemoryLimits)[]) {
+    const text = grantedEnv(ENVIRONMENT[key]);
+    if (text !== undefined && text !== "") limits[key] = parseLimit(text, ENVIRONMENT[key]);
+  }
+  return limits;
+}
+
+let current: MemoryLimits | undefined;
+const listeners: (() => void)[] = [];
+
+/** The limits in force (environment read on first use). */
+export function memoryLimits(): Readonly<MemoryLimits> {
+  return current ??= fromEnvironment();
+}
+
+/** Calls `listener` whenever the limits change (pools wake waiting copies). */
+export function onLimitsChanged(listener: () => void): void {
+  listeners.push(listener);
+}
+
+/**
+ * Sets some of the memory limits for the rest of the process; the others
+ * keep their values. Lowering a limit frees idle memory above it at once;
+ * memory in use stays until its tensors are disposed or collected, and new
+ * copies wait for it. Raising one lets waiting copies start.
+ *
+ * A copy that needs more than a limit can ever give (more than the limit
+ * itself) rejects its `get()` at once; one that would fit once memory comes
+ * back waits up to `waitMs` for it, then rejects with an `Error` that names
+ * the limit.
+ *
+ * @param limits the limits to change
+ * @returns the limits in force afterwards
+ * @throws {TypeError} for a limit that is not a number
+ * @throws {RangeError} for a negative or fractional limit
+ *
+ * @example A process that shares its GPU
+ * ```ts
+ * import { setMemoryLimits } from "@mtc/core";
+ * const before = setMemoryLimits({});
+ * const limits = setMemoryLimits({ deviceBytes: 2 * 1024 ** 3, idleReleaseMs: 1000 });
+ * console.assert(limits.deviceBytes === 2 * 1024 ** 3);
+ * setMemoryLimits(before);
+ * ```
+ */
+export function setMemoryLimits(limits: Partial<MemoryLimits>): MemoryLimits {
+  if (typeof limits !== "object" || limits === null) {
+    throw new TypeError(`setMemoryLimits: expected an object, got ${String(limits)}`);
+  }
+  const next = { ...memoryLimits() };
+  for (const key of Object.keys(limits) as (keyof MemoryLimits)[]) {
+    if (!(key in ENVIRONMENT)) throw new TypeError(`setMemoryLimits: unknown limit "${key}"`);
+    if (limits[key] !== undefined) next[key] = checkLimit(limits[key], key);
+  }
+  current = next;
+  for (const listener of listeners) listener();
+  return { ...next };
+}

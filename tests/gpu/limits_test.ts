@@ -1,0 +1,161 @@
+import assert from "node:assert/strict";
+import { disposeAll, memoryStats, setMemoryLimits, startCopy, type Tensor } from "../../mod.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
+
+// The pools' limits: a copy that can never fit fails at once, one that fits
+// once memory comes back waits for it (disposed or collected results, copies
+// that settle), one that waits too long fails naming the limit; idle memory
+// goes back after the idle time. Nothing leaks on any of these paths.
+
+const gpu = { ignore: !hasGpu };
+const MiB = 1024 * 1024;
+
+async function withLimits(limits: Parameters<typeof setMemoryLimits>[0], fn: () => Promise<void>) {
+  const before = setMemoryLimits({});
+  try {
+    setMemoryLimits(limits);
+    await fn();
+  } finally {
+    setMemoryLimits(before);
+  }
+}
+
+Deno.test({
+  ...gpu,
+  name: "a copy larger than the device limit rejects get() at once, naming the limit",
+  async fn() {
+    const inUse = devicePool(0).inUseBytes;
+    await withLimits({ deviceBytes: 4 * MiB }, async () => {
+      const handle = startCopy([randomArray(Uint8Array, 8 * MiB, 1)], "cuda:0");
+      await assert.rejects(handle.get(), /memory limit: .* cuda:0 memory, more than its limit/);
+      assert.equal(devicePool(0).inUseBytes, inUse);
+    });
+    const input = [randomArray(Float32Array, 1024, 2)];
+    const output = await startCopy(input, "cuda:0").get();
+    assertRoundTrip(input, await startCopy(output, "cpu").get(), "cpu");
+    disposeAll(output);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a copy over the limit waits for results to be disposed, then completes bit-exact",
+  async fn() {
+    const base = devicePool(0).inUseBytes;
+    await withLimits({ deviceBytes: base + 24 * MiB, waitMs: 10_000 }, async () => {
+      const first = await startCopy([randomArray(Uint8Array, 16 * MiB, 3)], "cuda:0").get();
+      const input = [randomArray(Uint8Array, 16 * MiB, 4)];
+      const second = startCopy(input, "cuda:0");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(second.ready(), false, "the second copy must wait for memory");
+      disposeAll(first);
+      const output = await second.get();
+      assertRoundTrip(input, await startCopy(output, "cpu").get(), "cpu");
+      assert.ok(devicePool(0).reservedBytes <= base + 24 * MiB + devicePool(0).cachedBytes);
+      disposeAll(output);
+    });
+    assert.equal(devicePool(0).inUseBytes, base);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "copies queue behind a waiting copy and run once memory comes back",
+  async fn() {
+    const base = devicePool(0).inUseBytes;
+    await withLimits({ deviceBytes: base + 8 * MiB, waitMs: 10_000 }, async () => {
+      const held = await startCopy([new Uint8Array(6 * MiB)], "cuda:0").get();
+      const big = startCopy([randomArray(Uint8Array, 4 * MiB, 5)], "cuda:0");
+      const small = startCopy([randomArray(Uint8Array, 16, 6)], "cuda:0");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(big.ready(), false);
+      assert.equal(small.ready(), false, "the small copy waits behind the big one");
+      disposeAll(held);
+      disposeAll(await Promise.all([big.get(), small.get()]));
+    });
+    assert.equal(devicePool(0).inUseBytes, base);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a copy that waits longer than waitMs rejects naming the limit and leaks nothing",
+  async fn() {
+    const base = devicePool(0).inUseBytes;
+    await withLimits({ deviceBytes: base + 8 * MiB, waitMs: 50 }, async () => {
+      const held = await startCopy([new Uint8Array(6 * MiB)], "cuda:0").get();
+      const handle = startCopy({ x: new Uint8Array(4 * MiB) }, "cuda:0");
+      await assert.rejects(
+        handle.get(),
+        /memory limit: this copy waited 50 ms .* Dispose results you no longer need/,
+      );
+      assert.equal(handle.ready(), true);
+      disposeAll(held);
+    });
+    assert.equal(devicePool(0).inUseBytes, base);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "CUDA→CPU copies wait under the pinned limit the same way",
+  async fn() {
+    const base = pinnedPool.inUseBytes;
+    const onDevice = await startCopy([randomArray(Uint8Array, 4 * MiB, 7)], "cuda:0").get();
+    await withLimits({ pinnedBytes: base + 6 * MiB, waitMs: 10_000 }, async () => {
+      const first = await startCopy(onDevice, "cpu").get();
+      const second = startCopy(onDevice, "cpu");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(second.ready(), false);
+      const expected = (first[0] as Tensor).toTypedArray().slice();
+      disposeAll(first);
+      const back = await second.get();
+      assert.deepEqual((back[0] as Tensor).toTypedArray(), expected);
+      disposeAll(back);
+    });
+    disposeAll(onDevice);
+    assert.equal(pinnedPool.inUseBytes, base);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a loop that drops its results stays under the device limit (finalizers give it back)",
+  async fn() {
+    const base = devicePool(0).inUseBytes;
+    const limit = base + 64 * MiB;
+    await withLimits({ deviceBytes: limit, waitMs: 20_000 }, async () => {
+      const input = [randomArray(Uint8Array, 4 * MiB, 8)];
+      let peak = 0;
+      for (let i = 0; i < 200; i++) {
+        await startCopy(input, "cuda:0").get(); // dropped
+        peak = Math.max(peak, devicePool(0).inUseBytes);
+      }
+      assert.ok(peak <= limit, `in use peaked at ${peak}, limit ${limit}`);
+    });
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "idle memory goes back after idleReleaseMs; memoryStats() shows it per pool",
+  async fn() {
+    await withLimits({ idleReleaseMs: 50 }, async () => {
+      const output = await startCopy([new Float32Array(1 << 20)], "cuda:0").get();
+      const during = memoryStats();
+      const device = during.devices["cuda:0"];
+      assert.ok(device.inUseBytes >= 4 * MiB);
+      assert.equal(device.reservedBytes, device.inUseBytes + device.cachedBytes);
+      assert.equal(device.limitBytes, during.limits.deviceBytes);
+      assert.equal(during.limits.idleReleaseMs, 50);
+      disposeAll(output);
+      assert.ok(memoryStats().devices["cuda:0"].cachedBytes >= 4 * MiB);
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      const after = memoryStats();
+      assert.equal(after.devices["cuda:0"].cachedBytes, 0);
+      assert.equal(after.pinned.cachedBytes, 0);
+    });
+  },
+});
