@@ -80,9 +80,19 @@ export interface CopyJob<R> {
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
 
-/** Settles every in-flight handle whose copy has finished (cheap queries). */
-export function reapFinished(): void {
-  for (const handle of inFlight) handle.ready();
+/**
+ * Settles the in-flight handles whose copies have finished, oldest first,
+ * stopping at the first one still running: copies on one stream finish in
+ * order, so this costs one query per settled copy plus one, not one per
+ * copy in flight (with 1000 in flight, asking all of them at every
+ * `startCopy` took seconds). A later copy that finished earlier on another
+ * device is settled by its own `ready()`/`get()`, or by a later call.
+ * With `everyOne`, asks every handle (waiting for memory, process exit).
+ */
+export function reapFinished(everyOne = false): void {
+  for (const handle of inFlight) {
+    if (!handle.ready() && !everyOne) return;
+  }
 }
 
 const PENDING = 0;

@@ -77,6 +77,7 @@ export class BlockPool {
   readonly #limit: () => number;
   readonly #onRelease: (() => void) | undefined;
   readonly #free = new Map<number, Block[]>();
+  readonly #live = new Set<Block>();
   #cachedBytes = 0;
   #stats: BlockPoolStats = {
     hits: 0,
@@ -159,12 +160,15 @@ export class BlockPool {
       }
     }
     this.#stats.inUseBytes += size;
+    this.#live.add(block);
     this.#lastUse = performance.now();
     return block;
   }
 
   /** Gives a block back for reuse (see the design note for when). */
   release(block: Block): void {
+    // A block freed by releaseAll() (process exit) is not the pool's anymore.
+    if (!this.#live.delete(block)) return;
     this.#stats.inUseBytes -= block.size;
     this.#lastUse = performance.now();
     if (
@@ -189,6 +193,22 @@ export class BlockPool {
     }
     this.#free.clear();
     this.#cachedBytes = 0;
+    return freed;
+  }
+
+  /**
+   * Frees every block, idle or in use: for process exit only, after the
+   * GPU work that uses them has drained. Later releases of those blocks
+   * are ignored. Returns the bytes freed.
+   */
+  releaseAll(): number {
+    let freed = this.trim();
+    for (const block of this.#live) {
+      this.#stats.inUseBytes -= block.size;
+      freed += block.size;
+      this.#freeBlock(block);
+    }
+    this.#live.clear();
     return freed;
   }
 

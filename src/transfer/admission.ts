@@ -131,7 +131,7 @@ function nudgeCollector(): void {
 
 function pump(): void {
   poll = undefined;
-  reapFinished();
+  reapFinished(true);
   // One at a time: the admitted copy allocates when its submission runs
   // (a microtask later), so the next one is judged on the next poll.
   const admitted = queue.length > 0 && fits(queue[0].route);

@@ -1,26 +1,29 @@
 /**
- * At process exit, the library gives back what it caches: it waits for the
- * copies still in flight (their staging comes back when they settle), then
- * frees the pools' idle blocks and the background stagers. The driver would
+ * At process exit (the `unload` event), the library gives back all the
+ * memory it holds: it waits for the copies still in flight, then frees the
+ * pools' blocks, idle or in use (tensors not yet disposed or collected:
+ * the process is ending), and the background stagers. The driver would
  * reclaim all of it anyway; doing it here keeps leak checkers
- * (`compute-sanitizer --leak-check full`) pointed at real leaks: what stays
- * is memory of tensors that were never disposed or collected.
+ * (`compute-sanitizer --leak-check full`) quiet about memory that is not
+ * leaked. Views of freed pinned memory are detached first (empty, never
+ * dangling) in case a later `unload` listener still looks at a tensor.
  *
  * @module
  */
 
 import { streamSynchronize } from "../../ffi/native.ts";
 import { reapFinished } from "../copy_handle.ts";
-import { devicePoolIndices } from "../memory/device_memory.ts";
-import { releaseCachedMemory } from "../memory/release.ts";
+import { devicePoolIndices, devicePools } from "../memory/device_memory.ts";
+import { pinnedPool } from "../memory/pinned_memory.ts";
 import { closeStagingWorkers } from "../staging/background.ts";
 
 function releaseAtExit(): void {
   // Every step on its own: a device that failed (a sticky CUDA error) must
   // not turn a clean exit into an uncaught error.
   for (const device of devicePoolIndices()) attempt(() => streamSynchronize(device));
-  attempt(reapFinished);
-  attempt(releaseCachedMemory);
+  attempt(() => reapFinished(true));
+  attempt(() => pinnedPool.releaseAll());
+  for (const pool of devicePools()) attempt(() => pool.releaseAll());
   attempt(closeStagingWorkers);
 }
 

@@ -15,6 +15,9 @@ import { random } from "../../examples/reference_batch.ts";
  */
 export const hasGpu: boolean = deviceCount() > 0 && testAids !== undefined;
 
+/** Whether the tests run under compute-sanitizer (tests/sanitize.sh sets it). */
+export const underSanitizer: boolean = Deno.env.get("MTC_UNDER_SANITIZER") === "1";
+
 /** The bytes of a tensor wherever it lives (device tensors are read back). */
 export function bytesOf(value: Tensor | TypedArray): Uint8Array {
   if (ArrayBuffer.isView(value)) {

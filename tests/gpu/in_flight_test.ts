@@ -84,7 +84,8 @@ Deno.test({
     const onDeviceInputs = Array.from({ length: 8 }, (_, k) => batch(500 + k));
     const onDevice = await Promise.all(onDeviceInputs.map((b) => startCopy(b, "cuda:0").get()));
     const pinnedBase = pinnedPool.stats().inUseBytes;
-    delayStream(0, GATE_US);
+    // Starting 1000 copies takes longer than GATE_US: hold the stream longer.
+    delayStream(0, 5 * GATE_US);
     const started: { handle: ReturnType<typeof startCopy>; expected: Float32Array[] }[] = [];
     for (let i = 0; i < 1000; i++) {
       const k = i % 8;
@@ -103,7 +104,11 @@ Deno.test({
         started.push({ handle: startCopy(input, "cpu"), expected: input });
       }
     }
-    assert.ok(started.filter((s, i) => i % 4 === 0).every((s) => !s.handle.ready()));
+    const early = started.findIndex((s, i) => i % 4 === 0 && s.handle.ready());
+    if (early >= 0) {
+      const outcome = await started[early].handle.get().then(() => "resolved", String);
+      assert.fail(`copy ${early} settled while the stream was held: ${outcome}`);
+    }
     const results = await Promise.all(started.map((s) => s.handle.get()));
     for (let i = 0; i < results.length; i++) {
       const result = results[i] as Tensor[];

@@ -139,3 +139,15 @@ Deno.test("BlockPool raises onRelease after every release and records the last u
   pool.release(block);
   assert.equal(releases, 1);
 });
+
+Deno.test("BlockPool.releaseAll() frees blocks in use too, and their later release is ignored", () => {
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator, { minBlockBytes: 4096 });
+  const live = pool.acquire(4096);
+  pool.release(pool.acquire(8192));
+  assert.equal(pool.releaseAll(), 4096 + 8192);
+  assert.equal(freed.length, 2);
+  pool.release(live);
+  assert.equal(freed.length, 2);
+  assert.deepEqual([pool.reservedBytes, pool.inUseBytes, pool.cachedBytes], [0, 0, 0]);
+});
