@@ -147,6 +147,17 @@ export function deviceFree(device: number, address: number): void {
   );
 }
 
+/**
+ * Gives the device memory freed so far back to the OS (it stays in the
+ * device's stream-ordered pool otherwise). Waits for the library stream.
+ */
+export function deviceReleaseUnused(device: number): void {
+  check(
+    sym().mtc_device_release_unused(device),
+    () => `give unused device memory of cuda:${device} back`,
+  );
+}
+
 /** Creates a CUDA event of `device`, without timing; returns its handle. */
 export function eventCreate(device: number): number {
   check(sym().mtc_event_create(device, out), () => `create a CUDA event on cuda:${device}`);

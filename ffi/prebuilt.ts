@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "eea6db42a8cfe40874146d217269b1166d8ec9251e1b0f723dcc24413533feb2";
+export const SHIM_SOURCE_HASH = "9c1546b862b9aef10c7a0707f22f504bd3866fc3fd1399ed9011149397f36ccd";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124808,
-    sha256: "1ac704e54b98d82c99d9bfecb421db788ba78697764e13bb8d5109b8435adf5e",
+    sha256: "f37c1d3c5aca5b3d3c45dc777835954ee27f980cd237ed01c61e3a512fd2edf2",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132944,
-    sha256: "54ed6a469456e8b18fb5c4b09477309a742645d9a50bdcc725d8cb263338abdb",
+    sha256: "e38b7c15a3eb675b057668fce99ecba0c157968f5c389ad2fc7f7b790787c3ed",
   },
 };

@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 9;
+export const ABI_VERSION = 10;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -84,6 +84,8 @@ export const symbols = {
   },
   // int32_t mtc_stream_synchronize(int32_t device)
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
+  // int32_t mtc_device_release_unused(int32_t device)
+  mtc_device_release_unused: { parameters: ["i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**

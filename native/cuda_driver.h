@@ -56,6 +56,7 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
   X(cuMemFreeAsync, "cuMemFreeAsync", (CUdeviceptr p, CUstream stream))                          \
   X(cuDeviceGetDefaultMemPool, "cuDeviceGetDefaultMemPool", (CUmemoryPool * pool, CUdevice dev)) \
   X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", (CUmemoryPool pool, int attr, void *value))  \
+  X(cuMemPoolTrimTo, "cuMemPoolTrimTo", (CUmemoryPool pool, size_t min_bytes_to_keep))           \
   X(cuMemGetInfo, "cuMemGetInfo_v2", (size_t * free_bytes, size_t * total_bytes))                \
   X(cuMemcpyAsync, "cuMemcpyAsync", (CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream s))    \
   X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                   \

@@ -18,7 +18,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 9
+#define MTC_ABI_VERSION 10
 #endif
 
 #ifndef MTC_SOURCE_HASH
@@ -374,6 +374,24 @@ MTC_EXPORT int32_t mtc_gather(int32_t device, addr_t table, int32_t count, addr_
   }
   if (event) return mtc_cu.cuEventRecord((CUevent)PTR(event), s);
   return 0;
+}
+
+// Gives device memory that was freed back to the OS. The library keeps
+// freed memory in the device's stream-ordered pool (release threshold
+// UINT64_MAX, so that steady-state allocations are cheap); this waits for
+// the library stream (frees are stream-ordered) and trims that pool to what
+// is still allocated.
+MTC_EXPORT int32_t mtc_device_release_unused(int32_t device) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  CUresult err = mtc_cu.cuStreamSynchronize(s);
+  CUdevice dev;
+  CUmemoryPool pool;
+  if (err == CUDA_SUCCESS) err = mtc_cu.cuDeviceGet(&dev, device);
+  if (err == CUDA_SUCCESS) err = mtc_cu.cuDeviceGetDefaultMemPool(&pool, dev);
+  if (err == CUDA_SUCCESS) err = mtc_cu.cuMemPoolTrimTo(pool, 0);
+  return err;
 }
 
 // Waits until everything queued on the library stream of `device` is done.

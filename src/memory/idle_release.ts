@@ -8,7 +8,7 @@
  */
 
 import type { BlockPool } from "./block_pool.ts";
-import { devicePools } from "./device_memory.ts";
+import { devicePool, devicePoolIndices, devicePools, trimDevicePool } from "./device_memory.ts";
 import { memoryLimits, onLimitsChanged } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 import { onMemoryReleased } from "./released.ts";
@@ -36,8 +36,10 @@ function releaseIdle(): void {
   timer = undefined;
   const idleMs = memoryLimits().idleReleaseMs;
   const now = performance.now();
-  for (const pool of pools()) {
-    if (pool.cachedBytes > 0 && now - pool.lastUse >= idleMs) pool.trim();
+  const idle = (pool: BlockPool) => pool.cachedBytes > 0 && now - pool.lastUse >= idleMs;
+  if (idle(pinnedPool)) pinnedPool.trim();
+  for (const device of devicePoolIndices()) {
+    if (idle(devicePool(device))) trimDevicePool(device);
   }
   schedule();
 }
@@ -49,8 +51,8 @@ onLimitsChanged(() => {
   // A lower limit frees idle memory above it now.
   const { pinnedBytes, deviceBytes } = memoryLimits();
   if (pinnedPool.reservedBytes > pinnedBytes) pinnedPool.trim();
-  for (const pool of devicePools()) {
-    if (pool.reservedBytes > deviceBytes) pool.trim();
+  for (const device of devicePoolIndices()) {
+    if (devicePool(device).reservedBytes > deviceBytes) trimDevicePool(device);
   }
   schedule();
 });

@@ -4,14 +4,15 @@
  * @module
  */
 
-import { devicePools } from "./device_memory.ts";
+import { devicePoolIndices, trimDevicePool } from "./device_memory.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 // Idle memory also goes back on its own, after the idle-release time.
 import "./idle_release.ts";
 
 /**
- * Frees every idle block of the pinned and device memory pools. Memory held
- * by live tensors or in-flight copies stays. The pools keep idle blocks so
+ * Frees every idle block of the pinned and device memory pools and gives
+ * the memory back to the OS (other processes can use it). Memory held by
+ * live tensors or in-flight copies stays. The pools keep idle blocks so
  * that steady-state copies allocate nothing; call this when a phase that
  * copied a lot is over. Any TypedArray still viewing a freed pinned block
  * (from `toTypedArray()` of a disposed tensor) becomes empty rather than
@@ -28,6 +29,6 @@ import "./idle_release.ts";
  */
 export function releaseCachedMemory(): number {
   let freed = pinnedPool.trim();
-  for (const pool of devicePools()) freed += pool.trim();
+  for (const device of devicePoolIndices()) freed += trimDevicePool(device);
   return freed;
 }

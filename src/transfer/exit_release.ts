@@ -11,9 +11,9 @@
  * @module
  */
 
-import { streamSynchronize } from "../../ffi/native.ts";
+import { deviceReleaseUnused, streamSynchronize } from "../../ffi/native.ts";
 import { reapFinished } from "../copy_handle.ts";
-import { devicePoolIndices, devicePools } from "../memory/device_memory.ts";
+import { devicePool, devicePoolIndices } from "../memory/device_memory.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";
 import { closeStagingWorkers } from "../staging/background.ts";
 
@@ -23,7 +23,10 @@ function releaseAtExit(): void {
   for (const device of devicePoolIndices()) attempt(() => streamSynchronize(device));
   attempt(() => reapFinished(true));
   attempt(() => pinnedPool.releaseAll());
-  for (const pool of devicePools()) attempt(() => pool.releaseAll());
+  for (const device of devicePoolIndices()) {
+    attempt(() => devicePool(device).releaseAll());
+    attempt(() => deviceReleaseUnused(device));
+  }
   attempt(closeStagingWorkers);
 }
 

@@ -85,7 +85,8 @@ Deno.test({
     const onDevice = await Promise.all(onDeviceInputs.map((b) => startCopy(b, "cuda:0").get()));
     const pinnedBase = pinnedPool.stats().inUseBytes;
     // Starting 1000 copies takes longer than GATE_US: hold the stream longer.
-    delayStream(0, 5 * GATE_US);
+    const held = performance.now();
+    delayStream(0, 15 * GATE_US);
     const started: { handle: ReturnType<typeof startCopy>; expected: Float32Array[] }[] = [];
     for (let i = 0; i < 1000; i++) {
       const k = i % 8;
@@ -107,7 +108,8 @@ Deno.test({
     const early = started.findIndex((s, i) => i % 4 === 0 && s.handle.ready());
     if (early >= 0) {
       const outcome = await started[early].handle.get().then(() => "resolved", String);
-      assert.fail(`copy ${early} settled while the stream was held: ${outcome}`);
+      const ms = (performance.now() - held).toFixed(0);
+      assert.fail(`copy ${early} settled while the stream was held (${ms} ms in): ${outcome}`);
     }
     const results = await Promise.all(started.map((s) => s.handle.get()));
     for (let i = 0; i < results.length; i++) {

@@ -113,7 +113,7 @@ Deno.test({
   ignore: !hasGpu || underSanitizer,
   name: "running out of device memory rejects get() with the CUDA error and leaks nothing",
   async fn() {
-    const { deviceAlloc, deviceFree } = await import("../../ffi/native.ts");
+    const { deviceAlloc, deviceFree, deviceReleaseUnused } = await import("../../ffi/native.ts");
     const memInfo = (device: number) => testAids!.memInfo(device);
     const GiB = 1024 ** 3;
     const pool = devicePool(0);
@@ -147,6 +147,8 @@ Deno.test({
       assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
     } finally {
       for (const address of held) deviceFree(0, address);
+      // Back to the OS, not only to CUDA's pool: later tests start processes.
+      deviceReleaseUnused(0);
     }
     const input = [randomArray(Float64Array, 9, 8), randomArray(Int32Array, 3, 9)];
     const result = await startCopy(input, "cuda:0").get();
