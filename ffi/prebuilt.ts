@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "9c1546b862b9aef10c7a0707f22f504bd3866fc3fd1399ed9011149397f36ccd";
+export const SHIM_SOURCE_HASH = "ddf209b5906c6161cd9d67220a39e79a6644fcdf2a9d948cc14d2ae8e81bf4f3";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124808,
-    sha256: "f37c1d3c5aca5b3d3c45dc777835954ee27f980cd237ed01c61e3a512fd2edf2",
+    sha256: "2006f8329d7f0f9a6cedc94961fbe806223e46f2c34bc48f508f8766d686827c",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 132944,
-    sha256: "e38b7c15a3eb675b057668fce99ecba0c157968f5c389ad2fc7f7b790787c3ed",
+    sha256: "48606d3c598d39a742656ec7d01d92f037b6f94586552bd64ca2883fd56cc3ba",
   },
 };

@@ -35,6 +35,17 @@ export interface ShimCounters {
   kernels: number;
 }
 
+/** The shim's call sites where a fault can be injected (native/shim.h). */
+export type FaultSite =
+  | "host-alloc"
+  | "device-alloc"
+  | "copy"
+  | "kernel"
+  | "event-record"
+  | "event-query"
+  | "event-wait"
+  | "peer-copy";
+
 /** The test aids, or `undefined` where the loaded shim is the product build. */
 export const testAids = library && {
   /** Reads the shim's counters (allocations are what the pools must avoid). */
@@ -106,13 +117,22 @@ export const testAids = library && {
    * Makes the next call at `site` (after `skip` more calls there) fail with
    * the CUDA error `error` instead of reaching the driver, once; `"off"`
    * disarms. Sites: allocations, copies (every host/device transfer), the
-   * gather kernel, event records.
+   * gather kernel, event records, event queries, event waits, peer copies.
    */
   injectFault(
-    site: "host-alloc" | "device-alloc" | "copy" | "kernel" | "event-record" | "off",
+    site: FaultSite | "off",
     { skip = 0, error = 2 }: { skip?: number; error?: number } = {},
   ): void {
-    const sites = ["host-alloc", "device-alloc", "copy", "kernel", "event-record"];
+    const sites: FaultSite[] = [
+      "host-alloc",
+      "device-alloc",
+      "copy",
+      "kernel",
+      "event-record",
+      "event-query",
+      "event-wait",
+      "peer-copy",
+    ];
     check(
       library.symbols.mtc_inject_fault(site === "off" ? -1 : sites.indexOf(site), skip, error),
       `arm a fault at ${site}`,

@@ -157,6 +157,7 @@ MTC_EXPORT int32_t mtc_event_record(int32_t device, addr_t e) {
 MTC_EXPORT int32_t mtc_event_query(int32_t device, addr_t e) {
   int st = mtc_use_device(device);
   if (st) return st;
+  MTC_FAULT(MTC_FAULT_EVENT_QUERY);
   return mtc_cu.cuEventQuery((CUevent)PTR(e));
 }
 
@@ -164,6 +165,7 @@ MTC_EXPORT int32_t mtc_event_query(int32_t device, addr_t e) {
 MTC_EXPORT int32_t mtc_event_synchronize(int32_t device, addr_t e) {
   int st = mtc_use_device(device);
   if (st) return st;
+  MTC_FAULT(MTC_FAULT_EVENT_WAIT);
   return mtc_cu.cuEventSynchronize((CUevent)PTR(e));
 }
 
@@ -316,6 +318,7 @@ MTC_EXPORT int32_t mtc_copy_peer(int32_t dst_device, addr_t dst, int32_t src_dev
   st = mtc_cu.cuStreamWaitEvent(ss, (CUevent)PTR(fence_a), 0);
   if (st) return st;
   if (bytes > 0) {
+    MTC_FAULT(MTC_FAULT_PEER_COPY);
     st = mtc_cu.cuMemcpyPeerAsync(DPTR(dst), mtc_context(dst_device), DPTR(src),
                                   mtc_context(src_device), (size_t)bytes, ss);
     if (st) return st;

@@ -52,6 +52,9 @@ int mtc_fault(int site) MTC_HIDDEN;
 #define MTC_FAULT_COPY 2
 #define MTC_FAULT_KERNEL 3
 #define MTC_FAULT_EVENT_RECORD 4
-#define MTC_FAULT_SITES 5
+#define MTC_FAULT_EVENT_QUERY 5
+#define MTC_FAULT_EVENT_WAIT 6
+#define MTC_FAULT_PEER_COPY 7
+#define MTC_FAULT_SITES 8
 
 #endif

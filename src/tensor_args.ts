@@ -19,6 +19,25 @@ export function isDetached(view: ArrayBufferView): boolean {
   return (view.buffer as ArrayBuffer).detached === true;
 }
 
+const validatingAt = Object.getPrototypeOf(Int8Array.prototype).at as (
+  this: ArrayBufferView,
+  index: number,
+) => unknown;
+
+/**
+ * Whether a fixed-length view no longer fits its (resized) buffer. Such a
+ * view reads as length 0, like an empty one; the engine's own validation
+ * (every %TypedArray% method runs it) tells them apart.
+ */
+export function isOutOfBounds(view: ArrayBufferView): boolean {
+  try {
+    validatingAt.call(view, 0);
+    return false;
+  } catch {
+    return !isDetached(view);
+  }
+}
+
 /**
  * The dtype and dimensions of a tensor over `data`, or the error that
  * `Tensor.from` throws for them.

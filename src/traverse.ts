@@ -14,7 +14,7 @@
 import { isTypedArray, type TypedArray } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { tensorData } from "./tensor_internals.ts";
-import { isDetached } from "./tensor_args.ts";
+import { isDetached, isOutOfBounds } from "./tensor_args.ts";
 import { formatPath, pathKey, WalkError } from "./walk_error.ts";
 
 /** A tensor leaf of the input. */
@@ -117,8 +117,19 @@ function visit(
     return sink.add(value);
   }
   if (isTypedArray(value)) {
-    if (value.byteLength === 0 && isDetached(value)) {
-      throw new WalkError((path) => new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`));
+    if (value.byteLength === 0) {
+      if (isDetached(value)) {
+        throw new WalkError((path) =>
+          new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`)
+        );
+      }
+      if (isOutOfBounds(value)) {
+        throw new WalkError((path) =>
+          new TypeError(
+            `Cannot copy a view that no longer fits its resized ArrayBuffer at ${path}`,
+          )
+        );
+      }
     }
     return sink.add(value);
   }

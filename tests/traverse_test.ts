@@ -70,6 +70,18 @@ Deno.test("walk() throws TypeError for a leaf over a detached buffer", () => {
   });
 });
 
+Deno.test("walk() throws TypeError for a view pushed out of bounds by a resize, not for empty views", () => {
+  const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
+  const view = new Float32Array(buffer, 8, 2);
+  buffer.resize(4);
+  assert.throws(() => collectLeaves({ boxes: view }), {
+    name: "TypeError",
+    message: "Cannot copy a view that no longer fits its resized ArrayBuffer at $.boxes",
+  });
+  const empty = new Float32Array(new ArrayBuffer(16, { maxByteLength: 64 }), 16, 0);
+  assert.equal(collectLeaves([empty, new Int8Array(0)]).length, 2);
+});
+
 Deno.test("walk() throws TypeError for a tensor whose data was detached after wrapping", () => {
   const data = new Float32Array(4);
   const tensor = Tensor.from(data);

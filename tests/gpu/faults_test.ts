@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { testAids } from "../../ffi/test_aids.ts";
-import { CudaError, disposeAll, releaseCachedMemory, startCopy } from "../../mod.ts";
+import { type FaultSite, testAids } from "../../ffi/test_aids.ts";
+import { CudaError, deviceCount, disposeAll, releaseCachedMemory, startCopy } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
@@ -10,15 +10,16 @@ import { assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
 // reject get() (or throw) with a CudaError naming the CUDA error, leave the
 // pools as they were, and leave the library working.
 
-const gpu = { ignore: !hasGpu }; // hasGpu includes the test aids
 const OUT_OF_MEMORY = 2;
 const LAUNCH_FAILED = 719;
 
 interface Case {
-  site: "host-alloc" | "device-alloc" | "copy" | "kernel" | "event-record";
+  site: FaultSite;
   error: number;
-  direction: "cpu→cuda:0" | "cuda:0→cpu";
+  direction: "cpu→cuda:0" | "cuda:0→cpu" | "cuda:0→cuda:1";
   input: () => unknown;
+  /** Holds the stream first, so that completion is waited for off-thread. */
+  delayFirst?: boolean;
 }
 
 const cases: Case[] = [
@@ -64,22 +65,44 @@ const cases: Case[] = [
     direction: "cuda:0→cpu",
     input: () => createBatchMetaData(16),
   },
+  {
+    site: "event-query",
+    error: LAUNCH_FAILED,
+    direction: "cpu→cuda:0",
+    input: () => createBatchMetaData(16),
+  },
+  {
+    site: "event-wait",
+    error: LAUNCH_FAILED,
+    direction: "cpu→cuda:0",
+    input: () => createBatchMetaData(16),
+    delayFirst: true,
+  },
+  {
+    site: "peer-copy",
+    error: LAUNCH_FAILED,
+    direction: "cuda:0→cuda:1",
+    input: () => createBatchMetaData(4),
+  },
 ];
 
-for (const { site, error, direction, input } of cases) {
+for (const { site, error, direction, input, delayFirst } of cases) {
   Deno.test({
-    ...gpu,
+    ignore: !hasGpu || (direction === "cuda:0→cuda:1" && deviceCount() < 2),
     name:
       `a failed ${site} (CUDA error ${error}) while copying ${direction} fails that copy cleanly`,
     async fn() {
       const data = input();
-      const source = direction === "cuda:0→cpu" ? await startCopy(data, "cuda:0").get() : data;
-      const target = direction === "cuda:0→cpu" ? "cpu" : "cuda:0";
+      const fromDevice = direction.startsWith("cuda:0→");
+      const source = fromDevice ? await startCopy(data, "cuda:0").get() : data;
+      const target = direction.slice(direction.indexOf("→") + 1);
       // Allocation faults need the pools to allocate.
       if (site.endsWith("alloc")) releaseCachedMemory();
       const device = devicePool(0).stats().inUseBytes;
+      const peer = target === "cuda:1" ? devicePool(1).stats().inUseBytes : 0;
       const pinned = pinnedPool.stats().inUseBytes;
       testAids!.injectFault(site, { error });
+      if (delayFirst) testAids!.delayStream(0, 50_000);
       try {
         const outcome = await new Promise<unknown>((resolve) =>
           resolve(startCopy(source, target).get())
@@ -93,6 +116,7 @@ for (const { site, error, direction, input } of cases) {
         assert.ok(outcome instanceof CudaError, `expected a CudaError, got ${outcome}`);
         assert.equal(outcome.code, error);
         assert.equal(devicePool(0).stats().inUseBytes, device);
+        if (target === "cuda:1") assert.equal(devicePool(1).stats().inUseBytes, peer);
         assert.equal(pinnedPool.stats().inUseBytes, pinned);
       } finally {
         testAids!.injectFault("off");
