@@ -32,6 +32,8 @@ export { releaseCachedMemory } from "./src/memory/release.ts";
 export { memoryStats } from "./src/memory/stats.ts";
 export type { MemoryStats, PoolMemoryStats } from "./src/memory/stats.ts";
 export { setMemoryLimits } from "./src/memory/limits.ts";
+export { HostArena, hostArena } from "./src/memory/host_arena.ts";
+export type { ArrayClass } from "./src/memory/host_arena.ts";
 export type { MemoryLimits } from "./src/memory/limits.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";

@@ -6,7 +6,11 @@
  * Methods: (a) naive per tensor (device allocation + synchronous copy),
  * (b) the best hand-written FFI loop (async copies into preallocated device
  * memory, one wait), (c) `startCopy` + `await get()` with default options
- * and with `useBackgroundThread: false`.
+ * and with `useBackgroundThread: false`, and (f) the physical floor: one
+ * pinned DMA of the same number of bytes through the same shim, plus the
+ * wait for its completion event. Every row also shows its multiple of the
+ * floor. Further cases: the reference batch built in a `hostArena`, and a
+ * batch of 100,000 tiny tensors (time per tensor printed).
  *
  * Prints a table last, writes bench/results.json and bench/results.svg.
  * Run: `deno task bench:gpu` (needs a GPU). It measures the shim that loads
@@ -27,7 +31,7 @@ import {
 } from "../ffi/native.ts";
 import { shimInfo } from "../ffi/library.ts";
 import { testAids } from "../ffi/test_aids.ts";
-import { deviceCount, disposeAll, startCopy, type Tensor, type TypedArray } from "../mod.ts";
+import { deviceCount, disposeAll, hostArena, startCopy, Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves, walk } from "../src/traverse.ts";
 import { Route } from "../src/route.ts";
@@ -61,6 +65,38 @@ interface Row {
   gbPerS: number;
   ratioVsNaive: number;
   allocsPerIteration: number;
+  /** Median over the same case's floor (f). */
+  xFloor?: number;
+}
+
+const FLOOR = "(f) floor: one pinned DMA + wait";
+
+/**
+ * (f) The physical floor of moving `bytes`: one copy between pinned host
+ * memory and device memory through the same shim, then polling its event
+ * (as `get()` does). Returns the body and a cleanup.
+ */
+function floorCopy(bytes: number, toDevice: boolean): { run: Body; free: () => void } {
+  const host = pinnedPool.acquire(Math.max(bytes, 1));
+  const device = devicePool(0).acquire(Math.max(bytes, 1));
+  const event = acquireEvent(0);
+  return {
+    run: () => {
+      copyAsync({
+        device: 0,
+        dst: toDevice ? device.address : host.address,
+        src: toDevice ? host.address : device.address,
+        bytes,
+        event,
+      });
+      while (eventStatus(0, event) === -1) { /* poll, as get() does first */ }
+    },
+    free: () => {
+      releaseEvent(0, event);
+      pinnedPool.release(host);
+      devicePool(0).release(device);
+    },
+  };
 }
 
 function leavesOf(data: unknown): TypedArray[] {
@@ -143,6 +179,7 @@ async function runCase(
   const bytes = bytesOf(data);
   const warmup = Math.max(3, Math.floor(iterations / 10));
   let naive = NaN;
+  const first = rows.length;
   for (const [method, body] of methods) {
     const { median, p90, allocs } = await time(iterations, warmup, body);
     if (Number.isNaN(naive)) naive = median;
@@ -158,18 +195,39 @@ async function runCase(
     });
     console.log(`${name} / ${method}: median ${median.toFixed(1)} µs, p90 ${p90.toFixed(1)} µs`);
   }
+  const floor = rows.slice(first).find((r) => r.method === FLOOR);
+  if (floor) { for (const r of rows.slice(first)) r.xFloor = r.medianUs / floor.medianUs; }
 }
 
 async function hostToDeviceCase(name: string, data: unknown, iterations: number): Promise<void> {
   const arrays = leavesOf(data);
   const hand = handWrittenToDevice(arrays);
+  const floor = floorCopy(bytesOf(data), true);
   await runCase(name, data, iterations, [
     ["(a) naive per tensor", naiveToDevice(arrays)],
     ["(b) hand-written FFI loop", hand.run],
     ["(c) startCopy", withStartCopy(data, "cuda:0", true)],
     ["(c) startCopy, no background", withStartCopy(data, "cuda:0", false)],
+    [FLOOR, floor.run],
   ]);
   hand.free();
+  floor.free();
+}
+
+/** The reference batch rebuilt inside `arena`: same dtypes, shapes and bytes. */
+function rebuildIn(arena: ReturnType<typeof hostArena>, value: unknown): unknown {
+  if (value instanceof Tensor) {
+    const data = value.toTypedArray();
+    const copy = arena.array(data.constructor as Float32ArrayConstructor, data.length);
+    new Uint8Array(copy.buffer, copy.byteOffset, copy.byteLength)
+      .set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+    return Tensor.from(copy, value.shape, value.dtype);
+  }
+  if (Array.isArray(value)) return value.map((v) => rebuildIn(arena, v));
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, rebuildIn(arena, v)]));
+  }
+  return value;
 }
 
 const ref16 = createBatchMetaData(16);
@@ -244,9 +302,50 @@ const breakdown: Record<string, number> = {};
 }
 
 await hostToDeviceCase("ref batch 16 H2D", ref16, SMALL_ITERATIONS);
+{
+  const arena = hostArena(1 << 20);
+  const inArena = rebuildIn(arena, ref16);
+  const floor = floorCopy(bytesOf(ref16), true);
+  await runCase("ref batch 16 H2D from a hostArena", inArena, SMALL_ITERATIONS, [
+    ["(c) startCopy", withStartCopy(inArena, "cuda:0", true)],
+    [FLOOR, floor.run],
+  ]);
+  floor.free();
+  arena.dispose();
+}
 await hostToDeviceCase("ref batch 64 H2D", ref64, SMALL_ITERATIONS);
 await hostToDeviceCase("1000 x 4 KB H2D", small4k, SMALL_ITERATIONS);
 await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
+{
+  // How long startCopy() takes to return while the background stages.
+  const returns: number[] = [];
+  for (let i = 0; i < LARGE_ITERATIONS + 3; i++) {
+    const start = performance.now();
+    const handle = startCopy(large8m, "cuda:0");
+    const returned = performance.now();
+    disposeAll(await handle.get());
+    if (i >= 3) returns.push((returned - start) * 1000);
+  }
+  returns.sort((a, b) => a - b);
+  breakdown["32 x 8 MB: startCopy() returns (µs)"] = quantile(returns, 0.5);
+  console.log(
+    `32 x 8 MB pageable: startCopy() returns after ${
+      quantile(returns, 0.5).toFixed(1)
+    } µs (median)`,
+  );
+}
+{
+  const tiny = Array.from({ length: 100_000 }, (_, i) => new Float32Array([i, -i]));
+  const floor = floorCopy(bytesOf(tiny), true);
+  await runCase("100000 tiny tensors H2D", tiny, 20, [
+    ["(c) startCopy", withStartCopy(tiny, "cuda:0", true)],
+    [FLOOR, floor.run],
+  ]);
+  floor.free();
+  const median = rows[rows.length - 2].medianUs;
+  breakdown["100000 tiny tensors: ns per tensor"] = (median * 1000) / 100_000;
+  console.log(`100000 tiny tensors: ${((median * 1000) / 100_000).toFixed(1)} ns per tensor`);
+}
 
 {
   const onDevice = await startCopy(ref16, "cuda:0").get();
@@ -254,6 +353,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   const addressOf = (t: Tensor): number =>
     t.ptr === null ? 0 : Number(Deno.UnsafePointer.value(t.ptr));
   const landing = pinnedPool.acquire(256 * 1024);
+  const d2hFloor = floorCopy(bytesOf(ref16), false);
   await runCase("ref batch 16 D2H", onDevice, SMALL_ITERATIONS, [
     // A synchronous copy per tensor into pinned memory (the product shim
     // has no pageable device-to-host copy; pinned is the faster of the two).
@@ -265,7 +365,9 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
     }],
     ["(c) startCopy", withStartCopy(onDevice, "cpu", true)],
     ["(c) startCopy, no background", withStartCopy(onDevice, "cpu", false)],
+    [FLOOR, d2hFloor.run],
   ]);
+  d2hFloor.free();
 
   pinnedPool.release(landing);
 
@@ -324,15 +426,19 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
 }
 await closeStagingWorkers();
 
-const header = "| case | method | median µs | p90 µs | GB/s | vs (a) | allocs/iter |";
-console.log(`\n${header}\n|---|---|---|---|---|---|---|`);
+const header = "| case | method | median µs | p90 µs | GB/s | vs (a) | x floor | allocs/iter |";
+console.log(`\n${header}\n|---|---|---|---|---|---|---|---|`);
 for (const r of rows) {
   console.log(
     `| ${r.case} | ${r.method} | ${r.medianUs.toFixed(1)} | ${r.p90Us.toFixed(1)} | ${
       r.gbPerS.toFixed(2)
-    } | ${r.ratioVsNaive.toFixed(1)}x | ${r.allocsPerIteration.toFixed(2)} |`,
+    } | ${r.ratioVsNaive.toFixed(1)}x | ${r.xFloor?.toFixed(1) ?? "-"} | ${
+      r.allocsPerIteration.toFixed(2)
+    } |`,
   );
 }
+console.log("\nbreakdown and extra figures:");
+for (const [k, v] of Object.entries(breakdown)) console.log(`  ${k}: ${v.toFixed(1)}`);
 
 const out = new URL("./", import.meta.url);
 const outDir = Deno.env.get("MTC_BENCH_OUT");
@@ -353,6 +459,7 @@ function svgChart(data: Row[]): string {
     "(b) hand-written FFI loop": "#e67e22",
     "(c) startCopy": "#27ae60",
     "(c) startCopy, no background": "#2980b9",
+    [FLOOR]: "#7f8c8d",
   };
   const max = Math.max(...data.map((r) => r.medianUs));
   const scale = (us: number): number =>

@@ -32,10 +32,12 @@ async function median(body: () => Promise<unknown>): Promise<number> {
 }
 
 const ref16 = createBatchMetaData(16);
+const ref64 = createBatchMetaData(64, 2);
 const small4k = Array.from({ length: 1000 }, (_, i) => new Float32Array(1024).fill(i));
 const onDevice = await startCopy(ref16, "cuda:0").get();
 const medians = {
   "ref batch 16 H2D": await median(() => startCopy(ref16, "cuda:0").get()),
+  "ref batch 64 H2D": await median(() => startCopy(ref64, "cuda:0").get()),
   "1000 x 4 KB H2D": await median(() => startCopy(small4k, "cuda:0").get()),
   "ref batch 16 D2H": await median(() => startCopy(onDevice, "cpu").get()),
 };

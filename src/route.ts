@@ -13,6 +13,7 @@
  * @module
  */
 
+import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
 import { type DType, dtypeOfArray, type TypedArray } from "./dtype.ts";
 import { borrowList, type NumberList, returnList } from "./number_list.ts";
@@ -50,6 +51,10 @@ export class Route implements LeafSink {
   readonly outputs: Tensor[] = [];
   /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
   readonly h2d: NumberList = borrowList();
+  /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
+  readonly fromArena: number[] = [];
+  /** The arena of each of {@linkcode Route.fromArena}, by the same position. */
+  readonly arenas: ArenaMemory[] = [];
   /** Indices of CUDA→other CUDA leaves. */
   readonly peer: number[] = [];
   /** Indices of CUDA→CPU leaves. */
@@ -81,6 +86,11 @@ export class Route implements LeafSink {
       const source = tensorDevice(leaf);
       this.bytes += leaf.byteLength;
       if (source === target) return leaf;
+      if (source === CPU) {
+        const data = tensorData(leaf);
+        const arena = data && arenaOf(data);
+        if (arena) return this.#moveFromArena(leaf, arena, leaf.dtype, leaf.shape);
+      }
       return this.#move(leaf, source, leaf.dtype, leaf.shape);
     }
     const dtype = dtypeOfArray(leaf)!;
@@ -89,7 +99,14 @@ export class Route implements LeafSink {
       // As in the reference package: a CPU leaf to the CPU is not copied.
       return createTensor(dtype, vectorShape(leaf.length), CPU, leaf);
     }
+    const arena = arenaOf(leaf);
+    if (arena) return this.#moveFromArena(leaf, arena, dtype, vectorShape(leaf.length));
     return this.#move(leaf, CPU, dtype, vectorShape(leaf.length));
+  }
+
+  /** The byte offset of CPU leaf `index` in its buffer (arena leaves). */
+  hostOffset(index: number): number {
+    return this.hostBytes(index).byteOffset;
   }
 
   /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */
@@ -142,6 +159,17 @@ export class Route implements LeafSink {
       list.push(i);
     }
     return groups;
+  }
+
+  #moveFromArena(leaf: Leaf, arena: ArenaMemory, dtype: DType, shape: readonly number[]): Tensor {
+    const index = this.leaves.length;
+    const output = createTensor(dtype, shape, this.target, leaf.byteLength);
+    this.movedBytes += leaf.byteLength;
+    this.leaves.push(leaf);
+    this.outputs.push(output);
+    this.fromArena.push(index);
+    this.arenas.push(arena);
+    return output;
   }
 
   #move(leaf: Leaf, source: number, dtype: DType, shape: readonly number[]): Tensor {

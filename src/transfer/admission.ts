@@ -27,7 +27,6 @@ import type { BlockPool } from "../memory/block_pool.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { memoryLimits, onLimitsChanged } from "../memory/limits.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";
-import { tensorDevice } from "../tensor_internals.ts";
 import { Tensor } from "../tensor.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
@@ -42,14 +41,14 @@ interface Need {
   variable: string;
 }
 
-/** Pinned staging the CPU→CUDA leaves need (small pageable ones only). */
+/** Pinned staging the CPU→CUDA leaves need (small pageable ones only; arena leaves none). */
 function pinnedStagingBytes(route: Route): number {
   const { usePinnedStaging, useBackgroundThread } = route.options;
   if (!usePinnedStaging) return 0;
+  const h2d = route.h2d.view();
   let bytes = 0;
-  for (let i = 0; i < route.leaves.length; i++) {
-    const leaf = route.leaves[i];
-    if (leaf instanceof Tensor && tensorDevice(leaf) !== CPU) continue;
+  for (let k = 0; k < h2d.length; k++) {
+    const leaf = route.leaves[h2d[k]];
     if (leaf instanceof Tensor && leaf.pinned) continue;
     if (useBackgroundThread && leaf.byteLength >= BACKGROUND_MIN_BYTES) continue;
     bytes += leaf.byteLength;

@@ -20,7 +20,8 @@
  *   here until the copy completes.
  * - Input storages (tensors already in pooled memory) get one more hold
  *   while the copy reads them, so that disposing an input mid-copy cannot
- *   hand its block to someone else.
+ *   hand its block to someone else. Host arenas the copy reads from are
+ *   held the same way: `reset()` and `dispose()` throw until it settles.
  *
  * Completion is one event per device the copy touched, recorded after the
  * last work queued there (for the target, after background staging queued
@@ -33,6 +34,7 @@
  */
 
 import { eventRecord, streamSynchronize } from "../../ffi/native.ts";
+import type { ArenaMemory } from "../arena_index.ts";
 import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
 import type { Block } from "../memory/block_pool.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
@@ -51,6 +53,7 @@ export class Submission {
   readonly #fences: DeviceEvent[] = [];
   readonly #events: DeviceEvent[] = [];
   readonly #devices = new Set<number>();
+  readonly #arenas: ArenaMemory[] = [];
   #background: BackgroundRange[] | undefined;
 
   /** Counters of `route`'s copy before anything was queued. */
@@ -81,6 +84,12 @@ export class Submission {
     const block = pinnedPool.acquire(bytes);
     this.#staging.push(block);
     return block;
+  }
+
+  /** Keeps `arena` from being reset or freed until the copy settles. */
+  holdArena(arena: ArenaMemory): void {
+    arena.hold();
+    this.#arenas.push(arena);
   }
 
   /** An event of `device` for ordering, released when the copy settles. */
@@ -150,6 +159,11 @@ export class Submission {
     for (const block of this.#staging) pinnedPool.release(block);
     for (const storage of this.#retained) storage.release();
     for (const { device, event } of this.#fences) releaseEvent(device, event);
-    this.#staging.length = this.#retained.length = this.#fences.length = 0;
+    for (const arena of this.#arenas) arena.release();
+    this.#staging.length =
+      this.#retained.length =
+      this.#fences.length =
+      this.#arenas.length =
+        0;
   }
 }

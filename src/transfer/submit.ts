@@ -9,6 +9,7 @@ import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
 import type { Route } from "../route.ts";
 import { admission } from "./admission.ts";
 import { deviceToDevice } from "./device_to_device.ts";
+import { arenaToDevice } from "./from_arena.ts";
 import { deviceToHost } from "./device_to_host.ts";
 import { hostToDevice } from "./host_to_device.ts";
 import { Submission } from "./submission.ts";
@@ -29,6 +30,7 @@ export function submit(route: Route): CopyJob<void> {
 function submitNow(route: Route, stats?: CopyStats): CopyJob<void> {
   const submission = new Submission(route, stats);
   try {
+    if (route.fromArena.length > 0) arenaToDevice(route, submission);
     if (route.h2d.length > 0) hostToDevice(route, submission);
     for (const [source, list] of route.bySource(route.peer)) {
       deviceToDevice(route, submission, source, list);

@@ -1,0 +1,254 @@
+/**
+ * `hostArena`: pinned host memory that producers build a batch's meta-data
+ * in, so that `startCopy` sends it without the packing copy.
+ *
+ * The arena is one pinned block handed out front to back (a bump
+ * allocator): every view starts at a multiple of 16 bytes, so neighbours
+ * keep the alignment packed outputs have. `startCopy` recognises views of an
+ * arena (raw, or wrapped with `Tensor.from`) and sends each run of
+ * neighbours with one DMA from where they lie. While a copy reads the arena
+ * it holds it: `reset()` and `dispose()` throw until the copy settles, so a
+ * region is never handed out again while the GPU may still read it.
+ *
+ * @module
+ */
+
+import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import { type ArenaMemory, registerArena, unregisterArena } from "../arena_index.ts";
+import { deviceCount } from "../device.ts";
+
+/** Every view an arena hands out starts at a multiple of this. */
+export const ARENA_ALIGNMENT = 16;
+
+/** A TypedArray class, as `array()` takes it. */
+export interface ArrayClass<A extends ArrayBufferView> {
+  /** A view of `length` elements at `byteOffset`. */
+  new (buffer: ArrayBuffer, byteOffset: number, length: number): A;
+  /** Element size. */
+  readonly BYTES_PER_ELEMENT: number;
+}
+
+interface Owned {
+  address: number;
+  buffer: ArrayBuffer;
+}
+
+// Keyed on the buffer, not the arena: views keep the buffer alive, so the
+// memory goes only when the arena and every view of it are unreachable.
+const registry = new FinalizationRegistry<number>((address) => hostFree(address));
+
+function free({ address, buffer }: Owned): void {
+  unregisterArena(buffer);
+  buffer.transfer(0); // every view becomes empty before the memory goes
+  if (address !== 0) hostFree(address);
+}
+
+/**
+ * Pinned host memory that typed views are carved from, front to back. Made
+ * by {@linkcode hostArena}; see there.
+ */
+export class HostArena {
+  readonly #owned: Owned;
+  readonly #bytes: number;
+  #used = 0;
+  // Shared with the registered ArenaMemory, which must not reach the arena
+  // itself (nothing but the arena needs to keep it).
+  readonly #copies = { inFlight: 0 };
+  #disposed = false;
+
+  /** Use {@linkcode hostArena}. */
+  constructor(bytes: number) {
+    if (!Number.isSafeInteger(bytes) || bytes < 1) {
+      throw new RangeError(`hostArena: bytes must be a whole number >= 1, got ${bytes}`);
+    }
+    this.#bytes = bytes;
+    if (deviceCount() > 0) {
+      const address = hostAlloc(bytes);
+      this.#owned = { address, buffer: hostArrayBuffer(address, bytes) };
+      // What copies see of the arena (holds are not the user's to take).
+      const copies = this.#copies;
+      const memory: ArenaMemory = {
+        address,
+        hold: () => void copies.inFlight++,
+        release: () => void copies.inFlight--,
+      };
+      registerArena(this.#owned.buffer, memory);
+    } else {
+      // No CUDA: ordinary memory, so that the same code runs on the CPU.
+      this.#owned = { address: 0, buffer: new ArrayBuffer(bytes) };
+    }
+    if (this.#owned.address !== 0) {
+      registry.register(this.#owned.buffer, this.#owned.address, this.#owned);
+    }
+  }
+
+  /** Whether the memory is pinned (false where no CUDA device is usable). */
+  get pinned(): boolean {
+    return this.#owned.address !== 0;
+  }
+
+  /** Address of the first byte (0 where not pinned). */
+  get address(): number {
+    return this.#owned.address;
+  }
+
+  /** Size of the arena in bytes. */
+  get byteLength(): number {
+    return this.#bytes;
+  }
+
+  /** Bytes handed out since creation or the last `reset()`, padding included. */
+  get usedBytes(): number {
+    return this.#used;
+  }
+
+  /** Copies in flight that read the arena. */
+  get copiesInFlight(): number {
+    return this.#copies.inFlight;
+  }
+
+  /** `length` float32 elements. */
+  float32(length: number): Float32Array {
+    return this.array(Float32Array, length);
+  }
+
+  /** `length` float64 elements. */
+  float64(length: number): Float64Array {
+    return this.array(Float64Array, length);
+  }
+
+  /** `length` int8 elements. */
+  int8(length: number): Int8Array {
+    return this.array(Int8Array, length);
+  }
+
+  /** `length` int16 elements. */
+  int16(length: number): Int16Array {
+    return this.array(Int16Array, length);
+  }
+
+  /** `length` int32 elements. */
+  int32(length: number): Int32Array {
+    return this.array(Int32Array, length);
+  }
+
+  /** `length` int64 elements. */
+  int64(length: number): BigInt64Array {
+    return this.array(BigInt64Array, length);
+  }
+
+  /** `length` uint8 elements (also for bool: wrap with `Tensor.from(view, shape, "bool")`). */
+  uint8(length: number): Uint8Array {
+    return this.array(Uint8Array, length);
+  }
+
+  /** `length` uint16 elements (also for float16 and bfloat16 bits). */
+  uint16(length: number): Uint16Array {
+    return this.array(Uint16Array, length);
+  }
+
+  /** `length` uint32 elements. */
+  uint32(length: number): Uint32Array {
+    return this.array(Uint32Array, length);
+  }
+
+  /** `length` uint64 elements. */
+  uint64(length: number): BigUint64Array {
+    return this.array(BigUint64Array, length);
+  }
+
+  /**
+   * `length` elements of TypedArray class `cls`, zero-filled only if the
+   * memory was never handed out before (after `reset()` it holds old bytes).
+   *
+   * @throws {RangeError} when the arena has no room left, naming the sizes
+   */
+  array<A extends ArrayBufferView>(cls: ArrayClass<A>, length: number): A {
+    if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
+    if (!Number.isSafeInteger(length) || length < 0) {
+      throw new RangeError(`hostArena: length must be a whole number >= 0, got ${length}`);
+    }
+    const offset = Math.ceil(this.#used / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
+    const end = offset + length * cls.BYTES_PER_ELEMENT;
+    if (end > this.#bytes) {
+      throw new RangeError(
+        `hostArena: ${length * cls.BYTES_PER_ELEMENT} more bytes do not fit (${this.#used} of ` +
+          `${this.#bytes} used); make the arena larger or reset() it`,
+      );
+    }
+    this.#used = end;
+    return new cls(this.#owned.buffer, offset, length);
+  }
+
+  /**
+   * Hands the whole arena out again from the start (views from before now
+   * alias new ones: build the next batch only once the previous copy's
+   * `get()` resolved).
+   *
+   * @throws {Error} while a copy in flight reads the arena
+   */
+  reset(): void {
+    this.#checkIdle("reset");
+    this.#used = 0;
+  }
+
+  /**
+   * Frees the pinned memory now; every view of it becomes empty. Without
+   * it, a finalizer frees the memory once the arena and all its views are
+   * unreachable, as a fallback.
+   *
+   * @throws {Error} while a copy in flight reads the arena
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#checkIdle("dispose");
+    this.#disposed = true;
+    registry.unregister(this.#owned);
+    free(this.#owned);
+  }
+
+  /** Same as `dispose()`, for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #checkIdle(what: string): void {
+    const inFlight = this.#copies.inFlight;
+    if (inFlight > 0) {
+      throw new Error(
+        `Cannot ${what} a hostArena that ${inFlight} copies in flight still read; ` +
+          `await their get() first`,
+      );
+    }
+  }
+}
+
+/**
+ * Pinned host memory of `bytes` bytes that a producer builds meta-data in:
+ * `startCopy` sends views of it (raw or wrapped with `Tensor.from`) straight
+ * from where they lie, one DMA per run of neighbours, with no packing copy.
+ * Views start at multiples of 16 bytes. Reuse it with `reset()` once the
+ * copies that read it have completed (until then `reset()` throws); free it
+ * with `dispose()`. Where no CUDA device is usable the arena is ordinary
+ * memory (`pinned` is false) and the same code still runs.
+ *
+ * @param bytes the arena's size
+ * @returns the arena
+ * @throws {RangeError} for a size that is not a whole number >= 1
+ * @throws {CudaError} when pinned memory cannot be allocated
+ *
+ * @example Build a batch in pinned memory and send it without packing
+ * ```ts
+ * import { deviceCount, disposeAll, hostArena, startCopy } from "@mtc/core";
+ * using arena = hostArena(1 << 20);
+ * const boxes = arena.float32(4 * 8);
+ * const ids = arena.int64(8);
+ * boxes.fill(0.5);
+ * const onDevice = await startCopy({ boxes, ids }, deviceCount() > 0 ? "cuda:0" : "cpu").get();
+ * console.assert(onDevice.boxes.numel === 32);
+ * disposeAll(onDevice);
+ * ```
+ */
+export function hostArena(bytes: number): HostArena {
+  return new HostArena(bytes);
+}

@@ -1,0 +1,138 @@
+import assert from "node:assert/strict";
+import { testAids } from "../../ffi/test_aids.ts";
+import { disposeAll, hostArena, startCopy, Tensor } from "../../mod.ts";
+import { createBatchMetaData } from "../../examples/reference_batch.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { addressOf, assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
+
+// Tensors built in a host arena go to the GPU from where they lie: one DMA
+// per run of neighbours, no staging, no packing copy; the arena cannot be
+// reset or freed while a copy reads it.
+
+const gpu = { ignore: !hasGpu };
+
+/** The reference batch rebuilt inside `arena` (same dtypes, shapes and bytes). */
+function batchIn(arena: ReturnType<typeof hostArena>, samples: number): unknown {
+  const source = createBatchMetaData(samples);
+  const rebuild = (value: unknown): unknown => {
+    if (value instanceof Tensor) {
+      const data = value.toTypedArray();
+      const copy = arena.array(data.constructor as Float32ArrayConstructor, data.length);
+      new Uint8Array(copy.buffer, copy.byteOffset, copy.byteLength).set(
+        new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
+      );
+      return Tensor.from(copy, value.shape, value.dtype);
+    }
+    if (Array.isArray(value)) return value.map(rebuild);
+    if (value && typeof value === "object") {
+      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, rebuild(v)]));
+    }
+    return value;
+  };
+  return rebuild(source);
+}
+
+Deno.test({
+  ...gpu,
+  name: "a batch built in an arena lands bit-exact with one DMA and no staging",
+  async fn() {
+    using arena = hostArena(1 << 20);
+    const batch = batchIn(arena, 16);
+    const pinnedBefore = pinnedPool.stats();
+    const before = testAids!.counters();
+    const handle = startCopy(batch, "cuda:0");
+    const onDevice = await handle.get();
+    const after = testAids!.counters();
+    assert.equal(after.copies - before.copies, 1, "one DMA for the whole batch");
+    assert.equal(handle.stats().copies, 1);
+    assert.equal(handle.stats().chunks, 1);
+    assert.equal(handle.stats().packedTensors, 528);
+    assert.equal(
+      pinnedPool.stats().hits + pinnedPool.stats().misses,
+      pinnedBefore.hits + pinnedBefore.misses,
+      "no staging",
+    );
+    assertRoundTrip(batch, onDevice, "cuda:0");
+    disposeAll(onDevice);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "raw arena views and ordinary arrays mix in one copy, each bit-exact and aligned",
+  async fn() {
+    using arena = hostArena(1 << 16);
+    const a = arena.float32(5);
+    a.set(randomArray(Float32Array, 5, 1));
+    const b = arena.uint8(3);
+    b.set([1, 2, 3]);
+    const c = arena.int64(2);
+    c.set([-1n, 2n ** 62n]);
+    const plain = randomArray(Float64Array, 7, 2);
+    const input = { a, b, nested: [c, plain] };
+    const onDevice = await startCopy(input, "cuda:0").get();
+    assertRoundTrip(input, onDevice, "cuda:0");
+    for (const t of [onDevice.a, onDevice.b, onDevice.nested[0]]) {
+      assert.equal(addressOf(t) % 16, 0);
+    }
+    disposeAll(onDevice);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "arena views far apart, out of order or overlapping go in separate runs",
+  async fn() {
+    using arena = hostArena(1 << 20);
+    const first = arena.float32(4);
+    arena.uint8(64 * 1024); // a gap wider than a run may carry
+    const far = arena.float32(4);
+    first.set([1, 2, 3, 4]);
+    far.set([5, 6, 7, 8]);
+    const overlap = new Float32Array(first.buffer, first.byteOffset + 4, 2);
+    const input = [far, first, overlap];
+    const handle = startCopy(input, "cuda:0");
+    const onDevice = await handle.get();
+    assertRoundTrip(input, onDevice, "cuda:0");
+    assert.equal(handle.stats().copies, 3);
+    disposeAll(onDevice);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "reset() and dispose() throw while a copy reads the arena, and work once it settled",
+  async fn() {
+    const arena = hostArena(1 << 16);
+    const boxes = arena.float32(16);
+    boxes.fill(3);
+    testAids!.delayStream(0, 100_000);
+    const handle = startCopy({ boxes }, "cuda:0");
+    assert.equal(arena.copiesInFlight, 1);
+    assert.throws(() => arena.reset(), /Cannot reset a hostArena that 1 copies in flight/);
+    assert.throws(() => arena.dispose(), /Cannot dispose a hostArena that 1 copies in flight/);
+    const onDevice = await handle.get();
+    assert.equal(arena.copiesInFlight, 0);
+    arena.reset();
+    assertRoundTrip({ boxes: new Float32Array(16).fill(3) }, onDevice, "cuda:0");
+    disposeAll(onDevice);
+    arena.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a failed copy from an arena releases its hold",
+  async fn() {
+    using arena = hostArena(1 << 16);
+    const boxes = arena.float32(16);
+    testAids!.injectFault("copy", { error: 719 });
+    try {
+      await assert.rejects(startCopy([boxes, arena.int32(4)], "cuda:0").get());
+    } finally {
+      testAids!.injectFault("off");
+    }
+    assert.equal(arena.copiesInFlight, 0);
+    arena.reset();
+  },
+});

@@ -1,0 +1,58 @@
+import assert from "node:assert/strict";
+import { deviceCount, hostArena, startCopy } from "../../mod.ts";
+import { ARENA_ALIGNMENT } from "../../src/memory/host_arena.ts";
+
+// These hold on every machine: pinned memory where a GPU is usable, ordinary
+// memory elsewhere. tests/gpu/host_arena_test.ts covers the copies.
+
+Deno.test("hostArena() hands out views front to back, each at a multiple of 16 bytes", () => {
+  using arena = hostArena(1024);
+  assert.equal(arena.pinned, deviceCount() > 0);
+  const a = arena.uint8(3);
+  const b = arena.float64(2);
+  const c = arena.int32(5);
+  assert.deepEqual([a.byteOffset, b.byteOffset, c.byteOffset], [0, 16, 32]);
+  assert.ok([a, b, c].every((view) => view.byteOffset % ARENA_ALIGNMENT === 0));
+  assert.equal(arena.usedBytes, 52);
+  assert.ok(a.buffer === b.buffer && b.buffer === c.buffer);
+  assert.ok(arena.int64(1) instanceof BigInt64Array);
+  assert.ok(arena.array(Uint16Array, 4) instanceof Uint16Array);
+});
+
+Deno.test("hostArena() says how much did not fit, and reset() starts over", () => {
+  using arena = hostArena(64);
+  arena.float32(8);
+  assert.throws(() => arena.float32(9), {
+    name: "RangeError",
+    message: /36 more bytes do not fit \(32 of 64 used\)/,
+  });
+  arena.reset();
+  assert.equal(arena.usedBytes, 0);
+  assert.equal(arena.float32(16).byteOffset, 0);
+});
+
+Deno.test("hostArena() rejects sizes and lengths that are not whole numbers", () => {
+  assert.throws(() => hostArena(0), RangeError);
+  assert.throws(() => hostArena(1.5), RangeError);
+  assert.throws(() => hostArena(NaN), RangeError);
+  using arena = hostArena(64);
+  assert.throws(() => arena.float32(-1), RangeError);
+  assert.throws(() => arena.float32(0.5), RangeError);
+});
+
+Deno.test("dispose() empties every view and makes the arena unusable", () => {
+  const arena = hostArena(256);
+  const view = arena.float32(4);
+  arena.dispose();
+  assert.equal(view.length, 0);
+  assert.throws(() => arena.float32(1), { message: "Cannot use a disposed hostArena" });
+  arena.dispose(); // twice is fine
+});
+
+Deno.test("views of an arena copy to the CPU like any TypedArray", async () => {
+  using arena = hostArena(256);
+  const boxes = arena.float32(4);
+  boxes.set([1, 2, 3, 4]);
+  const result = await startCopy({ boxes }, "cpu").get();
+  assert.deepEqual(result.boxes.toTypedArray(), new Float32Array([1, 2, 3, 4]));
+});
