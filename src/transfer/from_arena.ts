@@ -26,55 +26,84 @@ export const MAX_RUN_GAP = 4096;
 export function arenaToDevice(route: Route, submission: Submission): void {
   submission.involve(route.target);
   const groups = new Map<ArenaMemory, number[]>();
-  route.fromArena.forEach((index, k) => {
-    const arena = route.arenas[k];
-    let list = groups.get(arena);
-    if (!list) {
-      groups.set(arena, list = []);
-      submission.holdArena(arena);
+  const { fromArena, arenas } = route;
+  let last: ArenaMemory | undefined;
+  let list: number[] = [];
+  for (let k = 0; k < fromArena.length; k++) {
+    const arena = arenas[k];
+    if (arena !== last) {
+      last = arena;
+      let found = groups.get(arena);
+      if (!found) {
+        groups.set(arena, found = []);
+        submission.holdArena(arena);
+      }
+      list = found;
     }
-    list.push(index);
-  });
+    list.push(fromArena[k]);
+  }
   for (const [arena, indices] of groups) sendRuns(route, submission, arena, indices);
 }
 
 function sendRuns(route: Route, submission: Submission, arena: ArenaMemory, indices: number[]) {
   const { options, outputs } = route;
-  const offsets = new Map<number, number>();
-  for (const i of indices) offsets.set(i, route.hostOffset(i));
-  indices.sort((a, b) => offsets.get(a)! - offsets.get(b)!);
-  let members: number[] = [];
-  let start = 0;
-  let end = 0;
-  const flush = () => {
-    if (members.length > 0) sendRun(route, submission, { arena, members, offsets, start, end });
-    members = [];
-  };
-  for (const i of indices) {
-    const offset = offsets.get(i)!;
-    const bytes = outputs[i].byteLength;
-    const align = effectiveAlignment(
-      options.minPackedAlignmentBytes,
-      elementSizeOf(outputs[i].dtype),
-    );
-    const joins = options.packCpuTensors && members.length > 0 && offset >= end &&
-      offset - end <= MAX_RUN_GAP && (offset - start) % align === 0 &&
-      offset + bytes - start <= options.maxPackedChunkBytes;
-    if (!joins) {
-      flush();
-      start = offset;
-      end = offset;
-    }
-    members.push(i);
-    end = Math.max(end, offset + bytes);
+  const n = indices.length;
+  const offsets = new Float64Array(n);
+  let sorted = true;
+  for (let k = 0; k < n; k++) {
+    offsets[k] = route.hostOffset(indices[k]);
+    if (k > 0 && offsets[k] < offsets[k - 1]) sorted = false;
   }
-  flush();
+  // Producers fill an arena in the order they build the batch, which is the
+  // walk's order: sorting is the exception (positions sorted by offset).
+  let order: ArrayLike<number> = identity(n);
+  if (!sorted) {
+    order = Array.from({ length: n }, (_, k) => k).sort((a, b) => offsets[a] - offsets[b]);
+  }
+  const run: Run = { arena, members: [], memberOffsets: [], start: 0, end: 0 };
+  for (let o = 0; o < n; o++) {
+    const k = order[o];
+    const i = indices[k];
+    const offset = offsets[k];
+    const output = outputs[i];
+    const bytes = output.byteLength;
+    const joins = options.packCpuTensors && run.members.length > 0 && offset >= run.end &&
+      offset - run.end <= MAX_RUN_GAP &&
+      (offset - run.start) %
+            effectiveAlignment(options.minPackedAlignmentBytes, elementSizeOf(output.dtype)) ===
+        0 &&
+      offset + bytes - run.start <= options.maxPackedChunkBytes;
+    if (!joins) {
+      if (run.members.length > 0) sendRun(route, submission, run);
+      run.members = [];
+      run.memberOffsets = [];
+      run.start = run.end = offset;
+    }
+    run.members.push(i);
+    run.memberOffsets.push(offset);
+    if (offset + bytes > run.end) run.end = offset + bytes;
+  }
+  if (run.members.length > 0) sendRun(route, submission, run);
+}
+
+const identities: Uint32Array[] = [];
+
+/** The positions 0..n-1 (cached: the common, sorted case allocates nothing). */
+function identity(n: number): Uint32Array {
+  let positions = identities[0];
+  if (!positions || positions.length < n) {
+    positions = identities[0] = new Uint32Array(Math.max(n, 2 * (positions?.length ?? 0)));
+    for (let k = 0; k < positions.length; k++) positions[k] = k;
+  }
+  return positions;
 }
 
 interface Run {
   arena: ArenaMemory;
+  /** Route indices of the run's leaves, by offset. */
   members: number[];
-  offsets: Map<number, number>;
+  /** Their byte offsets in the arena. */
+  memberOffsets: number[];
   start: number;
   end: number;
 }
@@ -84,8 +113,11 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
   const pool = devicePool(target);
   const span = run.end - run.start;
   const block = pool.acquire(span);
-  const storage = new Storage(pool, block, run.members.length);
-  for (const i of run.members) route.bind(i, storage, run.offsets.get(i)! - run.start);
+  const { members, memberOffsets } = run;
+  const storage = new Storage(pool, block, members.length);
+  for (let m = 0; m < members.length; m++) {
+    route.bind(members[m], storage, memberOffsets[m] - run.start);
+  }
   if (span > 0) {
     copyAsync({
       device: target,
@@ -95,8 +127,8 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
     });
     submission.stats.copies++;
   }
-  if (run.members.length > 1) {
+  if (members.length > 1) {
     submission.stats.chunks++;
-    submission.stats.packedTensors += run.members.length;
+    submission.stats.packedTensors += members.length;
   }
 }

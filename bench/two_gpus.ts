@@ -1,0 +1,64 @@
+/**
+ * Two GPUs: 32 × 8 MB pageable to `cuda:0` alone, to `cuda:1` alone, and to
+ * both at once (two copies started together); then the reference batch's
+ * latency to each device alone. Prints medians and the throughput of the
+ * pair against one device.
+ *
+ * Run: `deno run --allow-ffi --allow-read --allow-env bench/two_gpus.ts`
+ * (needs two GPUs; `nvidia-h200-x2` on the device tool).
+ *
+ * @module
+ */
+
+import { deviceCount, disposeAll, startCopy } from "../mod.ts";
+import { createBatchMetaData } from "../examples/reference_batch.ts";
+
+if (deviceCount() < 2) {
+  console.log(`${deviceCount()} CUDA device(s): this benchmark needs two.`);
+  Deno.exit(0);
+}
+
+const MB = 1e6;
+const large = (seed: number) =>
+  Array.from({ length: 32 }, (_, i) => new Float32Array(2 * 1024 * 1024).fill(seed + i));
+const inputs = [large(0), large(100)];
+const bytes = 32 * 8 * 1024 * 1024;
+
+async function median(rounds: number, body: () => Promise<unknown[]>): Promise<number> {
+  for (let i = 0; i < 3; i++) disposeAll(await body());
+  const samples: number[] = [];
+  for (let i = 0; i < rounds; i++) {
+    const start = performance.now();
+    const results = await body();
+    samples.push(performance.now() - start);
+    disposeAll(results);
+  }
+  samples.sort((a, b) => a - b);
+  return samples[samples.length >> 1];
+}
+
+const one0 = await median(20, async () => [await startCopy(inputs[0], "cuda:0").get()]);
+const one1 = await median(20, async () => [await startCopy(inputs[1], "cuda:1").get()]);
+const both = await median(
+  20,
+  () => Promise.all([startCopy(inputs[0], "cuda:0").get(), startCopy(inputs[1], "cuda:1").get()]),
+);
+const single = Math.min(one0, one1);
+console.log(
+  `32 x 8 MB to cuda:0 alone: ${one0.toFixed(2)} ms (${(bytes / one0 / MB).toFixed(1)} GB/s)`,
+);
+console.log(
+  `32 x 8 MB to cuda:1 alone: ${one1.toFixed(2)} ms (${(bytes / one1 / MB).toFixed(1)} GB/s)`,
+);
+console.log(
+  `32 x 8 MB to both at once: ${both.toFixed(2)} ms (${
+    (2 * bytes / both / MB).toFixed(1)
+  } GB/s), ` +
+    `${((2 * single) / both).toFixed(2)}x the throughput of the faster device alone`,
+);
+
+const ref16 = createBatchMetaData(16);
+for (const device of ["cuda:0", "cuda:1"]) {
+  const us = 1000 * await median(1000, async () => [await startCopy(ref16, device).get()]);
+  console.log(`reference batch (16 samples) to ${device} alone: ${us.toFixed(1)} µs (median)`);
+}
