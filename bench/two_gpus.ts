@@ -1,8 +1,9 @@
 /**
  * Two GPUs: 32 × 8 MB pageable to `cuda:0` alone, to `cuda:1` alone, and to
- * both at once (two copies started together); then the reference batch's
- * latency to each device alone. Prints medians and the throughput of the
- * pair against one device.
+ * both at once (two copies started together); the same from pinned host
+ * arenas (DMA only, no staging), which tells the host's staging bandwidth
+ * from the links'; then the reference batch's latency to each device alone.
+ * Prints medians and the throughput of the pair against one device.
  *
  * Run: `deno run --allow-ffi --allow-read --allow-env bench/two_gpus.ts`
  * (needs two GPUs; `nvidia-h200-x2` on the device tool).
@@ -10,7 +11,7 @@
  * @module
  */
 
-import { deviceCount, disposeAll, startCopy } from "../mod.ts";
+import { deviceCount, disposeAll, hostArena, startCopy } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 
 if (deviceCount() < 2) {
@@ -37,25 +38,34 @@ async function median(rounds: number, body: () => Promise<unknown[]>): Promise<n
   return samples[samples.length >> 1];
 }
 
-const one0 = await median(20, async () => [await startCopy(inputs[0], "cuda:0").get()]);
-const one1 = await median(20, async () => [await startCopy(inputs[1], "cuda:1").get()]);
-const both = await median(
-  20,
-  () => Promise.all([startCopy(inputs[0], "cuda:0").get(), startCopy(inputs[1], "cuda:1").get()]),
+async function pair(label: string, data: unknown[][]): Promise<void> {
+  const one0 = await median(20, async () => [await startCopy(data[0], "cuda:0").get()]);
+  const one1 = await median(20, async () => [await startCopy(data[1], "cuda:1").get()]);
+  const both = await median(
+    20,
+    () => Promise.all([startCopy(data[0], "cuda:0").get(), startCopy(data[1], "cuda:1").get()]),
+  );
+  const single = Math.min(one0, one1);
+  const rate = (ms: number, n = 1) => `${(n * bytes / ms / MB).toFixed(1)} GB/s`;
+  console.log(`${label} to cuda:0 alone: ${one0.toFixed(2)} ms (${rate(one0)})`);
+  console.log(`${label} to cuda:1 alone: ${one1.toFixed(2)} ms (${rate(one1)})`);
+  console.log(
+    `${label} to both at once: ${both.toFixed(2)} ms (${rate(both, 2)}), ` +
+      `${((2 * single) / both).toFixed(2)}x the throughput of the faster device alone`,
+  );
+}
+
+await pair("32 x 8 MB pageable", inputs);
+const arenas = [hostArena(bytes + 4096), hostArena(bytes + 4096)];
+const pinned = arenas.map((arena, k) =>
+  inputs[k].map((array) => {
+    const view = arena.float32(array.length);
+    view.set(array);
+    return view;
+  })
 );
-const single = Math.min(one0, one1);
-console.log(
-  `32 x 8 MB to cuda:0 alone: ${one0.toFixed(2)} ms (${(bytes / one0 / MB).toFixed(1)} GB/s)`,
-);
-console.log(
-  `32 x 8 MB to cuda:1 alone: ${one1.toFixed(2)} ms (${(bytes / one1 / MB).toFixed(1)} GB/s)`,
-);
-console.log(
-  `32 x 8 MB to both at once: ${both.toFixed(2)} ms (${
-    (2 * bytes / both / MB).toFixed(1)
-  } GB/s), ` +
-    `${((2 * single) / both).toFixed(2)}x the throughput of the faster device alone`,
-);
+await pair("32 x 8 MB from pinned arenas", pinned);
+arenas.forEach((arena) => arena.dispose());
 
 const ref16 = createBatchMetaData(16);
 for (const device of ["cuda:0", "cuda:1"]) {

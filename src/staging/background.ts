@@ -21,6 +21,7 @@
  * @module
  */
 
+import { grantedEnv } from "../env.ts";
 import {
   cudaError,
   MTC_E_BAD_ARGUMENT,
@@ -61,11 +62,21 @@ export const SLOTS = 4;
 /** The most bytes one job stages: a stager's slots, once round. */
 export const JOB_BYTES = SLOTS * SLOT_BYTES;
 
-/** Jobs that run at once: two cores are left to the main thread and the driver. */
+/**
+ * Jobs that run at once per copy: `MTC_STAGING_THREADS` where set (and
+ * granted), else the cores less two (left to the main thread and the
+ * driver), at most 8.
+ */
 export function stagingConcurrency(): number {
-  const cores = navigator.hardwareConcurrency ?? 2;
-  return Math.max(1, Math.min(8, cores - 2));
+  if (configuredThreads === undefined) {
+    const cores = navigator.hardwareConcurrency ?? 2;
+    const asked = Math.floor(Number(grantedEnv("MTC_STAGING_THREADS")));
+    configuredThreads = asked >= 1 && asked <= 64 ? asked : Math.max(1, Math.min(8, cores - 2));
+  }
+  return configuredThreads;
 }
+
+let configuredThreads: number | undefined;
 
 /** A pageable range to stage to device memory. */
 export interface BackgroundRange {
