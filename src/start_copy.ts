@@ -64,7 +64,8 @@ export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
   : T extends OpaqueObject ? T
   : T extends ReadonlyMap<infer K, infer V> ? Map<K, CopyResult<V>>
   : T extends readonly unknown[] ? { -readonly [I in keyof T]: CopyResult<T[I]> }
-  : T extends object ? HasMethods<T> extends true ? T : { [K in keyof T]: CopyResult<T[K]> }
+  : T extends object ? HasMethods<T> extends true ? T
+    : { [K in keyof T as K extends symbol ? never : K]: CopyResult<T[K]> }
   : T;
 
 /**

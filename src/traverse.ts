@@ -15,6 +15,7 @@ import { isTypedArray, type TypedArray } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { tensorData } from "./tensor_internals.ts";
 import { isDetached, isOutOfBounds } from "./tensor_args.ts";
+import { sameKeys, type Shape, shapeOf, type VisitChild } from "./object_shapes.ts";
 import { formatPath, pathKey, WalkError } from "./walk_error.ts";
 
 /** A tensor leaf of the input. */
@@ -178,29 +179,69 @@ function visit(
       return leave(value, depth, output);
     }
     const input = value as Record<string, unknown>;
-    // A spread copies the own enumerable keys in order with one fast clone;
-    // only values that change are stored again.
-    const output: Record<string, unknown> = Object.getPrototypeOf(input) === null
-      ? Object.assign(Object.create(null), input)
-      : { ...input };
     const names = Object.keys(input);
+    const nullPrototype = Object.getPrototypeOf(input) === null;
+    const shape = depth < SHAPE_DEPTHS ? shapeAt(depth, names, nullPrototype) : undefined;
+    if (shape) {
+      // The compiled copy puts its own key on the error path.
+      current = COMPILED;
+      return leave(
+        value,
+        depth,
+        shape.copy(input, visit as VisitChild, depth + 1, ancestors, sink),
+      );
+    }
+    // The generic copy (many keys, `__proto__`, or past the compiled shapes):
+    // own enumerable string keys, each read once, in order.
+    const output: Record<string, unknown> = nullPrototype ? Object.create(null) : {};
     for (let i = 0; i < names.length; i++) {
       const k = names[i];
       current = k;
-      // Read from the clone: a getter runs once, so the value walked is the
-      // value the output holds.
-      const child = output[k];
-      const result = visit(child, depth + 1, ancestors, sink);
-      if (result !== child) output[k] = result;
+      const result = visit(input[k], depth + 1, ancestors, sink);
+      if (k !== "__proto__") {
+        output[k] = result;
+      } else {
+        // Assigning would set the prototype: the key must be an own property.
+        Object.defineProperty(output, k, {
+          value: result,
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        });
+      }
     }
-    // Symbol keys are not walked: the spread copies their values as they are.
-    // Looking for them costs a call and an array per object (measured +25 µs
-    // on the reference batch's copy), for keys that data never uses.
+    // Symbol keys are dropped, as structuredClone and JSON drop them.
     return leave(value, depth, output);
   } catch (error) {
-    if (error instanceof WalkError) error.path.unshift(pathKey(current));
+    if (error instanceof WalkError && current !== COMPILED) error.path.unshift(pathKey(current));
     throw error;
   }
+}
+
+/** Marks the error path of a compiled object copy (see `shapeAt`). */
+const COMPILED = Symbol("compiled copy");
+
+/** Depths with a remembered shape (deeper objects look theirs up by keys). */
+const SHAPE_DEPTHS = 64;
+const lastShapes: (Shape | undefined)[] = new Array(SHAPE_DEPTHS);
+
+/**
+ * The compiled copy for a plain object with `names` at `depth`: objects at
+ * one depth of a batch mostly share their keys, so the last shape seen
+ * there is tried first (a few pointer comparisons).
+ */
+function shapeAt(depth: number, names: string[], nullPrototype: boolean): Shape | undefined {
+  const last = lastShapes[depth];
+  if (last !== undefined && sameKeys(names, nullPrototype, last)) return last;
+  const shape = shapeOf(names, nullPrototype, rethrowUnder);
+  if (shape !== undefined) lastShapes[depth] = shape;
+  return shape;
+}
+
+/** A compiled copy's error path: the key the failing child was under. */
+function rethrowUnder(error: unknown, key: string): never {
+  if (error instanceof WalkError) error.path.unshift(pathKey(key));
+  throw error;
 }
 
 /**

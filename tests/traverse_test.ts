@@ -145,11 +145,29 @@ Deno.test("walk() reads each getter once: the value walked is the value the outp
   assert.deepEqual(output.boxes, { wrapped: new Float32Array(1) });
 });
 
-Deno.test("walk() passes symbol-keyed values of plain objects through as they are (not walked)", () => {
+Deno.test("walk() drops symbol-keyed properties of plain objects, as structuredClone does", () => {
   const key = Symbol("extra");
-  const raw = new Uint8Array(3);
-  const output = walk({ [key]: raw }, { add: () => "leaf" }) as Record<symbol, unknown>;
-  assert.equal(output[key], raw);
+  const output = walk({ [key]: new Uint8Array(3), ids: new Int32Array(1) }, { add: () => "leaf" });
+  assert.deepEqual(Object.getOwnPropertySymbols(output), []);
+  assert.deepEqual(output, { ids: "leaf" });
+});
+
+Deno.test("walk() copies objects of one shape and of many shapes alike, keys in order", () => {
+  const many = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`k${i}`, i]));
+  const odd = Object.create(null);
+  Object.defineProperty(odd, "__proto__", { value: 1, enumerable: true });
+  Object.assign(odd, { 2: "two", b: new Int8Array(1), 1: "one" });
+  const nullProto = Object.assign(Object.create(null), { a: 1, b: new Int8Array(2) });
+  const samples = [{ a: 1, b: new Int8Array(2) }, { a: 2, b: new Int8Array(2) }, nullProto];
+  const output = walk({ many, odd, samples }, { add: () => "leaf" }) as Record<string, never>;
+  assert.deepEqual(Object.keys(output.many), Object.keys(many));
+  assert.deepEqual(Object.keys(output.odd), ["1", "2", "__proto__", "b"]);
+  assert.equal(Object.getPrototypeOf(output.odd), null);
+  assert.equal((output.odd as Record<string, unknown>)["__proto__"], 1);
+  assert.deepEqual(output.samples[0], { a: 1, b: "leaf" });
+  assert.deepEqual(output.samples[1], { a: 2, b: "leaf" });
+  assert.equal(Object.getPrototypeOf(output.samples[2]), null);
+  assert.deepEqual({ ...(output.samples[2] as object) }, { a: 1, b: "leaf" });
 });
 
 Deno.test("the depth error's message stays short: both ends of the path, the middle counted", () => {
