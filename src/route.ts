@@ -33,6 +33,10 @@ import {
 } from "./tensor_internals.ts";
 import type { Leaf, LeafSink } from "./traverse.ts";
 
+/** The most leaves a new route's arrays are sized for ahead of its walk. */
+const MAX_CAPACITY_HINT = 1 << 16;
+let capacityHint = 0;
+
 /** The leaves of one copy that need moving, with their output tensors. */
 export class Route implements LeafSink {
   /** The target device index (-1: the CPU). */
@@ -46,9 +50,10 @@ export class Route implements LeafSink {
   /** Payload bytes of the leaves that move. */
   movedBytes = 0;
   /** Leaves that move, by index. */
-  readonly leaves: Leaf[] = [];
+  readonly leaves: Leaf[];
   /** Their outputs, by the same index. */
-  readonly outputs: Tensor[] = [];
+  readonly outputs: Tensor[];
+  #moving = 0;
   /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
   readonly h2d: NumberList = borrowList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
@@ -70,6 +75,17 @@ export class Route implements LeafSink {
     this.target = target;
     this.options = options;
     if (options.packCpuTensors) this.packer = new SequentialPacker(options);
+    // Sized like the last copy's (a training loop's batches are alike), so
+    // that storing a leaf never grows the arrays; `end()` trims them.
+    this.leaves = new Array(capacityHint);
+    this.outputs = new Array(capacityHint);
+  }
+
+  /** Ends the walk: the leaf and output arrays get their final length. */
+  end(): void {
+    const moving = this.#moving;
+    if (this.leaves.length !== moving) this.leaves.length = this.outputs.length = moving;
+    capacityHint = Math.min(moving, MAX_CAPACITY_HINT);
   }
 
   /** Returns the pooled index lists; the route's lists must not be used afterwards. */
@@ -162,22 +178,22 @@ export class Route implements LeafSink {
   }
 
   #moveFromArena(leaf: Leaf, arena: ArenaMemory, dtype: DType, shape: readonly number[]): Tensor {
-    const index = this.leaves.length;
+    const index = this.#moving++;
     const output = createTensor(dtype, shape, this.target, leaf.byteLength);
     this.movedBytes += leaf.byteLength;
-    this.leaves.push(leaf);
-    this.outputs.push(output);
+    this.leaves[index] = leaf;
+    this.outputs[index] = output;
     this.fromArena.push(index);
     this.arenas.push(arena);
     return output;
   }
 
   #move(leaf: Leaf, source: number, dtype: DType, shape: readonly number[]): Tensor {
-    const index = this.leaves.length;
+    const index = this.#moving++;
     const output = createTensor(dtype, shape, this.target, leaf.byteLength);
     this.movedBytes += leaf.byteLength;
-    this.leaves.push(leaf);
-    this.outputs.push(output);
+    this.leaves[index] = leaf;
+    this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;
       if (this.packer && d2h.length > 0 && tensorDevice(this.leaves[d2h[0]] as Tensor) !== source) {

@@ -25,6 +25,8 @@ export type Leaf = TypedArray | Tensor;
 export interface LeafSink {
   /** Called for each tensor leaf, in walk order. */
   add(leaf: Leaf): unknown;
+  /** Called once after the last leaf of a walk that completed. */
+  end?(): void;
 }
 
 /** Containers nested deeper than this are rejected (no stack overflow). */
@@ -70,7 +72,9 @@ export function walk(root: unknown, sink: LeafSink): unknown {
   const outer = deepAncestors;
   deepAncestors = undefined;
   try {
-    return visit(root, 0, [], sink);
+    const output = visit(root, 0, [], sink);
+    sink.end?.();
+    return output;
   } catch (error) {
     if (error instanceof WalkError) throw error.make(formatPath(error.path));
     throw error;
