@@ -50,8 +50,23 @@ export function random(seed: number): () => number {
   };
 }
 
+/** Where the batch's arrays are allocated: ordinary memory, or a host arena. */
+export interface ArrayMaker {
+  float32(length: number): Float32Array;
+  int64(length: number): BigInt64Array;
+  uint8(length: number): Uint8Array;
+}
+
+const ORDINARY: ArrayMaker = {
+  float32: (length) => new Float32Array(length),
+  int64: (length) => new BigInt64Array(length),
+  uint8: (length) => new Uint8Array(length),
+};
+
+let make: ArrayMaker = ORDINARY;
+
 function floats(rand: () => number, count: number): Float32Array {
-  const data = new Float32Array(count);
+  const data = make.float32(count);
   for (let i = 0; i < count; i++) data[i] = rand() * 100;
   return data;
 }
@@ -61,8 +76,8 @@ function objects(rand: () => number, n: number, width: number): {
   ids: Tensor;
   active: Tensor;
 } {
-  const ids = new BigInt64Array(n);
-  const active = new Uint8Array(n);
+  const ids = make.int64(n);
+  const active = make.uint8(n);
   for (let i = 0; i < n; i++) {
     ids[i] = BigInt(Math.floor(rand() * 10));
     active[i] = rand() < 0.8 ? 1 : 0;
@@ -76,7 +91,8 @@ function objects(rand: () => number, n: number, width: number): {
 
 /**
  * Builds the batch: `samples` samples (16 in the reference), 6 cameras each
- * with 0–60 visible objects, 50–150 ground-truth objects a sample.
+ * with 0–60 visible objects, 50–150 ground-truth objects a sample. Its
+ * arrays come from `arrays` (a `hostArena` builds it in pinned memory).
  *
  * @example
  * ```ts
@@ -85,7 +101,20 @@ function objects(rand: () => number, n: number, width: number): {
  * console.assert(batch.length === 16 && batch[0].cams_gt.length === 6);
  * ```
  */
-export function createBatchMetaData(samples = 16, seed = 1): SampleMetaData[] {
+export function createBatchMetaData(
+  samples = 16,
+  seed = 1,
+  arrays: ArrayMaker = ORDINARY,
+): SampleMetaData[] {
+  make = arrays;
+  try {
+    return build(samples, seed);
+  } finally {
+    make = ORDINARY;
+  }
+}
+
+function build(samples: number, seed: number): SampleMetaData[] {
   const rand = random(seed);
   const batch: SampleMetaData[] = [];
   for (let s = 0; s < samples; s++) {

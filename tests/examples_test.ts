@@ -13,7 +13,13 @@ async function runExample(name: string): Promise<string> {
 }
 
 Deno.test("examples/example.ts runs and copies the 528 tensors of the reference batch", async () => {
-  assert.match(await runExample("example.ts"), /528 tensors \(143052 bytes\)/);
+  const output = await runExample("example.ts");
+  assert.match(output, /528 tensors \(143052 bytes\)/);
+  // The arena batch: one transfer on a GPU, none where the CPU stands in.
+  assert.match(
+    output,
+    /from a host arena \(\d+ of 1048576 bytes used, .*\): 528 tensors, [01] transfer/,
+  );
 });
 
 Deno.test("examples/training_loop.ts runs every step and checks it against the CPU", async () => {

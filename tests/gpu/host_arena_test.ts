@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
-import { disposeAll, hostArena, startCopy, Tensor } from "../../mod.ts";
+import { disposeAll, hostArena, startCopy } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { addressOf, assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
@@ -11,33 +11,12 @@ import { addressOf, assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
 
-/** The reference batch rebuilt inside `arena` (same dtypes, shapes and bytes). */
-function batchIn(arena: ReturnType<typeof hostArena>, samples: number): unknown {
-  const source = createBatchMetaData(samples);
-  const rebuild = (value: unknown): unknown => {
-    if (value instanceof Tensor) {
-      const data = value.toTypedArray();
-      const copy = arena.array(data.constructor as Float32ArrayConstructor, data.length);
-      new Uint8Array(copy.buffer, copy.byteOffset, copy.byteLength).set(
-        new Uint8Array(data.buffer, data.byteOffset, data.byteLength),
-      );
-      return Tensor.from(copy, value.shape, value.dtype);
-    }
-    if (Array.isArray(value)) return value.map(rebuild);
-    if (value && typeof value === "object") {
-      return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, rebuild(v)]));
-    }
-    return value;
-  };
-  return rebuild(source);
-}
-
 Deno.test({
   ...gpu,
   name: "a batch built in an arena lands bit-exact with one DMA and no staging",
   async fn() {
     using arena = hostArena(1 << 20);
-    const batch = batchIn(arena, 16);
+    const batch = createBatchMetaData(16, 1, arena);
     const pinnedBefore = pinnedPool.stats();
     const before = testAids!.counters();
     const handle = startCopy(batch, "cuda:0");
