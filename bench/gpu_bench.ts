@@ -31,7 +31,14 @@ import {
 } from "../ffi/native.ts";
 import { shimInfo } from "../ffi/library.ts";
 import { testAids } from "../ffi/test_aids.ts";
-import { deviceCount, disposeAll, hostArena, startCopy, Tensor, type TypedArray } from "../mod.ts";
+import {
+  deviceCount,
+  disposeAll,
+  hostArena,
+  startCopy,
+  type Tensor,
+  type TypedArray,
+} from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves, walk } from "../src/traverse.ts";
 import { Route } from "../src/route.ts";
