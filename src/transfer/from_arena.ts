@@ -54,12 +54,8 @@ function sendRuns(route: Route, submission: Submission, arena: ArenaMemory, indi
     offsets[k] = route.hostOffset(indices[k]);
     if (k > 0 && offsets[k] < offsets[k - 1]) sorted = false;
   }
-  // Producers fill an arena in the order they build the batch, which is the
-  // walk's order: sorting is the exception (positions sorted by offset).
-  let order: ArrayLike<number> = identity(n);
-  if (!sorted) {
-    order = Array.from({ length: n }, (_, k) => k).sort((a, b) => offsets[a] - offsets[b]);
-  }
+  // A producer that fills the arena in the walk's order needs no sort.
+  const order = sorted ? identity(n) : byOffset(offsets, n);
   const run: Run = { arena, members: [], memberOffsets: [], start: 0, end: 0 };
   for (let o = 0; o < n; o++) {
     const k = order[o];
@@ -84,6 +80,48 @@ function sendRuns(route: Route, submission: Submission, arena: ArenaMemory, indi
     if (offset + bytes > run.end) run.end = offset + bytes;
   }
   if (run.members.length > 0) sendRun(route, submission, run);
+}
+
+/**
+ * Positions 0..n-1 ordered by `offsets` (stable). A producer that fills the
+ * arena a little out of the walk's order (a sample's ids before its boxes)
+ * leaves few inversions, which an insertion sort undoes in linear time; past
+ * a budget of moves, offset and position are packed into one double (exact
+ * below 2^52) and sorted natively, or by a comparator for huge arenas.
+ */
+export function byOffset(offsets: Float64Array, n: number): ArrayLike<number> {
+  const order = new Uint32Array(n);
+  for (let k = 0; k < n; k++) order[k] = k;
+  let moves = 0;
+  const budget = 8 * n + 64;
+  for (let i = 1; i < n; i++) {
+    const position = order[i];
+    const offset = offsets[position];
+    let j = i - 1;
+    while (j >= 0 && offsets[order[j]] > offset) {
+      order[j + 1] = order[j];
+      j--;
+      if (++moves > budget) return sortedByPacking(offsets, n);
+    }
+    order[j + 1] = position;
+  }
+  return order;
+}
+
+const POSITION_BITS = 2 ** 20;
+
+function sortedByPacking(offsets: Float64Array, n: number): ArrayLike<number> {
+  let largest = 0;
+  for (let k = 0; k < n; k++) if (offsets[k] > largest) largest = offsets[k];
+  if (n >= POSITION_BITS || largest >= 2 ** 32) {
+    return Array.from({ length: n }, (_, k) => k).sort((a, b) => offsets[a] - offsets[b]);
+  }
+  const keys = new Float64Array(n);
+  for (let k = 0; k < n; k++) keys[k] = offsets[k] * POSITION_BITS + k;
+  keys.sort();
+  const order = new Uint32Array(n);
+  for (let k = 0; k < n; k++) order[k] = keys[k] % POSITION_BITS;
+  return order;
 }
 
 const identities: Uint32Array[] = [];
