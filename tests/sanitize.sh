@@ -41,6 +41,10 @@ for tool in "${tools[@]}"; do
   if grep -aE 'ERROR SUMMARY: [1-9]' "$log" >/dev/null || [ -z "$tests" ] || [[ "$tests" == FAILED* ]]; then
     status=1
   fi
+  # Keep the whole log where asked (MTC_SANITIZE_LOGS=<dir>).
+  if [ -n "${MTC_SANITIZE_LOGS:-}" ]; then
+    mkdir -p "$MTC_SANITIZE_LOGS" && cp "$log" "$MTC_SANITIZE_LOGS/${tool%% *}.log"
+  fi
   rm -f "$log"
 done
 exit "$status"

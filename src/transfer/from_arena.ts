@@ -15,7 +15,7 @@ import type { ArenaMemory } from "../arena_index.ts";
 import { elementSizeOf } from "../dtype.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { Storage } from "../memory/storage.ts";
-import { effectiveAlignment } from "../pack_plan.ts";
+import { effectiveAlignment, SequentialPacker } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
 import type { Submission } from "./submission.ts";
 
@@ -56,30 +56,31 @@ function sendRuns(route: Route, submission: Submission, arena: ArenaMemory, indi
   }
   // A producer that fills the arena in the walk's order needs no sort.
   const order = sorted ? identity(n) : byOffset(offsets, n);
-  const run: Run = { arena, members: [], memberOffsets: [], start: 0, end: 0 };
+  // With a power-of-two alignment of at least 8, every dtype gets exactly
+  // it: no per-leaf dtype lookup.
+  const uniform = SequentialPacker.applies(options.minPackedAlignmentBytes)
+    ? options.minPackedAlignmentBytes
+    : 0;
+  const run: Run = { arena, indices, offsets, order, from: 0, to: 0, start: 0, end: 0 };
   for (let o = 0; o < n; o++) {
     const k = order[o];
-    const i = indices[k];
     const offset = offsets[k];
-    const output = outputs[i];
+    const output = outputs[indices[k]];
     const bytes = output.byteLength;
-    const joins = options.packCpuTensors && run.members.length > 0 && offset >= run.end &&
-      offset - run.end <= MAX_RUN_GAP &&
-      (offset - run.start) %
-            effectiveAlignment(options.minPackedAlignmentBytes, elementSizeOf(output.dtype)) ===
-        0 &&
+    const align = uniform ||
+      effectiveAlignment(options.minPackedAlignmentBytes, elementSizeOf(output.dtype));
+    const joins = options.packCpuTensors && o > run.from && offset >= run.end &&
+      offset - run.end <= MAX_RUN_GAP && (offset - run.start) % align === 0 &&
       offset + bytes - run.start <= options.maxPackedChunkBytes;
     if (!joins) {
-      if (run.members.length > 0) sendRun(route, submission, run);
-      run.members = [];
-      run.memberOffsets = [];
+      if (o > run.from) sendRun(route, submission, run);
+      run.from = o;
       run.start = run.end = offset;
     }
-    run.members.push(i);
-    run.memberOffsets.push(offset);
+    run.to = o + 1;
     if (offset + bytes > run.end) run.end = offset + bytes;
   }
-  if (run.members.length > 0) sendRun(route, submission, run);
+  if (n > run.from) sendRun(route, submission, run);
 }
 
 /**
@@ -138,10 +139,14 @@ function identity(n: number): Uint32Array {
 
 interface Run {
   arena: ArenaMemory;
-  /** Route indices of the run's leaves, by offset. */
-  members: number[];
-  /** Their byte offsets in the arena. */
-  memberOffsets: number[];
+  /** Route indices of the arena's leaves, their offsets, and their order by offset. */
+  indices: readonly number[];
+  offsets: Float64Array;
+  order: ArrayLike<number>;
+  /** The run is `order[from..to)`. */
+  from: number;
+  to: number;
+  /** Its byte range in the arena. */
   start: number;
   end: number;
 }
@@ -149,24 +154,17 @@ interface Run {
 function sendRun(route: Route, submission: Submission, run: Run): void {
   const { target } = route;
   const pool = devicePool(target);
-  const span = run.end - run.start;
+  const { indices, offsets, order, from, to, start } = run;
+  const span = run.end - start;
   const block = pool.acquire(span);
-  const { members, memberOffsets } = run;
-  const storage = new Storage(pool, block, members.length);
-  for (let m = 0; m < members.length; m++) {
-    route.bind(members[m], storage, memberOffsets[m] - run.start);
-  }
+  const storage = new Storage(pool, block, to - from);
+  for (let o = from; o < to; o++) route.bind(indices[order[o]], storage, offsets[order[o]] - start);
   if (span > 0) {
-    copyAsync({
-      device: target,
-      dst: block.address,
-      src: run.arena.address + run.start,
-      bytes: span,
-    });
+    copyAsync({ device: target, dst: block.address, src: run.arena.address + start, bytes: span });
     submission.stats.copies++;
   }
-  if (members.length > 1) {
+  if (to - from > 1) {
     submission.stats.chunks++;
-    submission.stats.packedTensors += members.length;
+    submission.stats.packedTensors += to - from;
   }
 }
