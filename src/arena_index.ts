@@ -29,6 +29,10 @@ export function registerArena(buffer: ArrayBufferLike, arena: ArenaMemory): void
 /** Forgets `buffer` (the arena was disposed). */
 export function unregisterArena(buffer: ArrayBufferLike): void {
   if (arenas.delete(buffer)) registered--;
+  if (lastBuffer !== undefined && buffer === lastBuffer.deref()) {
+    lastBuffer = undefined;
+    lastArena = undefined;
+  }
 }
 
 /**
@@ -36,5 +40,18 @@ export function unregisterArena(buffer: ArrayBufferLike): void {
  * (one comparison), so copies that use none pay nothing for the feature.
  */
 export function arenaOf(view: ArrayBufferView): ArenaMemory | undefined {
-  return registered === 0 ? undefined : arenas.get(view.buffer);
+  if (registered === 0) return undefined;
+  // A batch's leaves share their arena's buffer: one comparison each.
+  const buffer = view.buffer;
+  if (lastBuffer !== undefined && buffer === lastBuffer.deref()) return lastArena;
+  const arena = arenas.get(buffer);
+  if (arena !== undefined) {
+    lastBuffer = new WeakRef(buffer);
+    lastArena = arena;
+  }
+  return arena;
 }
+
+// The last buffer found, held weakly: a dropped arena must still be freed.
+let lastBuffer: WeakRef<ArrayBufferLike> | undefined;
+let lastArena: ArenaMemory | undefined;

@@ -57,9 +57,15 @@ export class Route implements LeafSink {
   /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
   readonly h2d: NumberList = borrowList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
-  readonly fromArena: number[] = [];
-  /** The arena of each of {@linkcode Route.fromArena}, by the same position. */
+  readonly fromArena: NumberList = borrowList();
+  /**
+   * The arenas of {@linkcode Route.fromArena}: `arenas[j]` holds from
+   * position `arenaStarts[j]` on (one entry per change; one in all for a
+   * batch built in one arena).
+   */
   readonly arenas: ArenaMemory[] = [];
+  /** See {@linkcode Route.arenas}. */
+  readonly arenaStarts: number[] = [];
   /** Indices of CUDA→other CUDA leaves. */
   readonly peer: number[] = [];
   /** Indices of CUDA→CPU leaves. */
@@ -91,6 +97,7 @@ export class Route implements LeafSink {
   /** Returns the pooled index lists; the route's lists must not be used afterwards. */
   releaseLists(): void {
     returnList(this.h2d);
+    returnList(this.fromArena);
     this.packer?.dispose();
   }
 
@@ -183,8 +190,11 @@ export class Route implements LeafSink {
     this.movedBytes += leaf.byteLength;
     this.leaves[index] = leaf;
     this.outputs[index] = output;
+    if (arena !== this.arenas[this.arenas.length - 1]) {
+      this.arenas.push(arena);
+      this.arenaStarts.push(this.fromArena.length);
+    }
     this.fromArena.push(index);
-    this.arenas.push(arena);
     return output;
   }
 

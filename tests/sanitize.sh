@@ -7,9 +7,9 @@
 # Left out: sticky_error_test.ts, which faults a kernel on purpose (memcheck
 # reports that write, rightly). The soak runs 300 round trips instead of
 # 3000 (every CUDA call is much slower under the tools) and does not bound
-# RSS (the tools' shadow memory grows it); the test that runs out of device
-# memory on purpose is skipped (MTC_UNDER_SANITIZER=1), since the tools
-# report that failing call as an error, rightly.
+# RSS (the tools' shadow memory grows it); the two tests that make a device
+# allocation fail on purpose (out of memory, an absurd size) are skipped
+# (MTC_UNDER_SANITIZER=1), since the tools report those calls, rightly.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sanitizer="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"

@@ -26,21 +26,17 @@ export const MAX_RUN_GAP = 4096;
 export function arenaToDevice(route: Route, submission: Submission): void {
   submission.involve(route.target);
   const groups = new Map<ArenaMemory, number[]>();
-  const { fromArena, arenas } = route;
-  let last: ArenaMemory | undefined;
-  let list: number[] = [];
-  for (let k = 0; k < fromArena.length; k++) {
-    const arena = arenas[k];
-    if (arena !== last) {
-      last = arena;
-      let found = groups.get(arena);
-      if (!found) {
-        groups.set(arena, found = []);
-        submission.holdArena(arena);
-      }
-      list = found;
+  const { arenas, arenaStarts } = route;
+  const fromArena = route.fromArena.view();
+  for (let j = 0; j < arenas.length; j++) {
+    const arena = arenas[j];
+    let list = groups.get(arena);
+    if (!list) {
+      groups.set(arena, list = []);
+      submission.holdArena(arena);
     }
-    list.push(fromArena[k]);
+    const end = j + 1 < arenas.length ? arenaStarts[j + 1] : fromArena.length;
+    for (let k = arenaStarts[j]; k < end; k++) list.push(fromArena[k]);
   }
   for (const [arena, indices] of groups) sendRuns(route, submission, arena, indices);
 }
