@@ -58,6 +58,11 @@ export function checkTensorArgs(
   if (isDetached(data)) {
     throw new TypeError("Cannot create a tensor over a detached ArrayBuffer");
   }
+  if (data.byteLength === 0 && isOutOfBounds(data)) {
+    throw new TypeError(
+      "Cannot create a tensor over a view that no longer fits its resized buffer",
+    );
+  }
   const type = dtype ?? natural;
   if (!isDType(type)) {
     throw new TypeError(`Invalid dtype "${String(type)}"`);

@@ -117,6 +117,17 @@ Deno.test("a tensor's dtype, device, byteLength and shape cannot be changed from
   assert.equal(tensor.dtype, "float32");
 });
 
+Deno.test("Tensor.from() rejects a view pushed out of bounds by a resize", () => {
+  const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
+  const view = new Float32Array(buffer, 8, 2);
+  buffer.resize(4);
+  assert.throws(() => Tensor.from(view), {
+    name: "TypeError",
+    message: "Cannot create a tensor over a view that no longer fits its resized buffer",
+  });
+  assert.equal(Tensor.from(new Float32Array(0)).numel, 0);
+});
+
 Deno.test("a tensor over a buffer detached after Tensor.from() throws instead of reading as empty", () => {
   const data = new Float32Array(4);
   const tensor = Tensor.from(data);
