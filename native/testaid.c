@@ -47,18 +47,24 @@ MTC_EXPORT void mtc_counters(double *out) {
   for (int i = 0; i < 4; i++) out[i] = (double)__atomic_load_n(&mtc_counts[i], __ATOMIC_RELAXED);
 }
 
-// Queues a one-thread kernel that keeps the library stream of `device` busy
-// for `microseconds`, so that work queued after it is in flight for certain.
-MTC_EXPORT int32_t mtc_delay_stream(int32_t device, double microseconds) {
+// Launches test-aid kernel `name` (cached in `slot`) on the library stream
+// of `device`, one block of `threads` threads: the one launch path of the aids.
+static int launch_aid(int device, int slot, const char *name, unsigned threads, void **args) {
   CUstream s;
   int st = mtc_stream_for(device, &s);
   if (st) return st;
   CUfunction kernel;
-  st = mtc_function(device, DELAY_SLOT, mtc_test_aids_fatbin, "mtc_delay_kernel", &kernel);
+  st = mtc_function(device, slot, mtc_test_aids_fatbin, name, &kernel);
   if (st) return st;
+  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, threads, 1, 1, 0, s, args, NULL);
+}
+
+// Queues a one-thread kernel that keeps the library stream of `device` busy
+// for `microseconds`, so that work queued after it is in flight for certain.
+MTC_EXPORT int32_t mtc_delay_stream(int32_t device, double microseconds) {
   uint64_t nanoseconds = (uint64_t)(microseconds * 1000.0);
   void *args[] = {&nanoseconds};
-  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+  return launch_aid(device, DELAY_SLOT, "mtc_delay_kernel", 1, args);
 }
 
 // Synchronous device-to-host copy into a JS buffer, ordered after everything
@@ -98,31 +104,18 @@ MTC_EXPORT void mtc_disable_kernels(int32_t disabled) {
 // device address `dst`, on the library stream of `device` (ordered after the
 // copies queued there): device code that consumes a copied batch.
 MTC_EXPORT int32_t mtc_sum_f32(int32_t device, addr_t src, double count, addr_t dst) {
-  CUstream s;
-  int st = mtc_stream_for(device, &s);
-  if (st) return st;
-  CUfunction kernel;
-  st = mtc_function(device, SUM_SLOT, mtc_test_aids_fatbin, "mtc_sum_f32_kernel", &kernel);
-  if (st) return st;
   void *source = PTR(src);
   uint64_t n = (uint64_t)count;
   void *target = PTR(dst);
   void *args[] = {&source, &n, &target};
-  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 256, 1, 1, 0, s, args, NULL);
+  return launch_aid(device, SUM_SLOT, "mtc_sum_f32_kernel", 256, args);
 }
 
 // Launches a kernel that writes to an unmapped device address: a sticky
 // CUDA_ERROR_ILLEGAL_ADDRESS on `device` from then on (a test in a process of
 // its own). Returns the launch status; the fault surfaces at the next sync.
 MTC_EXPORT int32_t mtc_trigger_illegal_address(int32_t device) {
-  CUstream s;
-  int st = mtc_stream_for(device, &s);
-  if (st) return st;
-  CUfunction kernel;
-  st = mtc_function(device, ILLEGAL_ADDRESS_SLOT, mtc_test_aids_fatbin,
-                    "mtc_illegal_address_kernel", &kernel);
-  if (st) return st;
   uint64_t address = 0x10;
   void *args[] = {&address};
-  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, s, args, NULL);
+  return launch_aid(device, ILLEGAL_ADDRESS_SLOT, "mtc_illegal_address_kernel", 1, args);
 }

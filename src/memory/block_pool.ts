@@ -48,7 +48,7 @@ export interface BlockPoolOptions {
   maxCachedBytes?: number;
   /** The pool's limit on held bytes, read when it matters (default: none). */
   limitBytes?: () => number;
-  /** Called after every release (wakes copies waiting for memory). */
+  /** Called after every release (starts the idle-release timer). */
   onRelease?: () => void;
 }
 

@@ -24,7 +24,8 @@ export interface MemoryLimits {
   /**
    * How long a copy that does not fit under a limit waits for memory to come
    * back before its `get()` rejects, in milliseconds (default 60000;
-   * `MTC_MEMORY_WAIT_MS`).
+   * `MTC_MEMORY_WAIT_MS`). `Infinity` waits for ever: a copy then waits on
+   * tensors the program may never dispose.
    */
   waitMs: number;
 }

@@ -54,7 +54,7 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
  * The pinned and device memory the library holds now: in use, cached for
  * reuse, the peak, how many allocations it took, and the limits. A steady training loop
  * shows `allocations` standing still and `reservedBytes` flat. (The
- * background stagers' pinned memory, at most 64 MiB per device, is not a
+ * background stagers' pinned memory, 8 MiB per staging thread and device, is not a
  * pool and is not counted.)
  *
  * @returns a fresh snapshot

@@ -99,7 +99,8 @@ function neverFits(route: Route): Error | undefined {
 }
 
 function timedOut(route: Route, waitMs: number): Error {
-  const need = needsOf(route).find((need) => !need.pool.makeRoom(need.bytes)) ?? needsOf(route)[0];
+  const needs = needsOf(route);
+  const need = needs.find((need) => !need.pool.makeRoom(need.bytes)) ?? needs[0];
   return new Error(
     `memory limit: this copy waited ${waitMs} ms for ${need.bytes} bytes of ${need.memory} ` +
       `memory; ${need.pool.inUseBytes} bytes are in use by live tensors and copies, limit ` +

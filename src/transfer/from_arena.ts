@@ -121,13 +121,12 @@ function sortedByPacking(offsets: Float64Array, n: number): ArrayLike<number> {
   return order;
 }
 
-const identities: Uint32Array[] = [];
+let positions = new Uint32Array(0);
 
-/** The positions 0..n-1 (cached: the common, sorted case allocates nothing). */
+/** The positions 0..n-1 (reused: the common, sorted case allocates nothing). */
 function identity(n: number): Uint32Array {
-  let positions = identities[0];
-  if (!positions || positions.length < n) {
-    positions = identities[0] = new Uint32Array(Math.max(n, 2 * (positions?.length ?? 0)));
+  if (positions.length < n) {
+    positions = new Uint32Array(Math.max(n, 2 * positions.length));
     for (let k = 0; k < positions.length; k++) positions[k] = k;
   }
   return positions;
