@@ -254,6 +254,27 @@ export function stageBufferOffThread(
   return sym().mtc_stage_buffer_nonblocking(stager, dst, src, offset, bytes);
 }
 
+/**
+ * The address of `view`'s first byte (0 for a detached or empty view),
+ * through one call on Deno's fast path. Valid only while nothing can detach
+ * or free the buffer: the caller uses it before returning to the event loop.
+ */
+export function addressOf(view: ArrayBufferView): number {
+  return sym().mtc_address_of(view);
+}
+
+/**
+ * Host copies of `count` pieces listed in `table` (source address,
+ * destination address, bytes; three doubles each), shared by up to
+ * `threads` threads, the calling one included; returns once all are done.
+ * Every source must stay in place until then: JavaScript is blocked during
+ * the call, so only the caller's own code between {@linkcode addressOf} and
+ * this call could move one.
+ */
+export function copyPieces(table: Float64Array, count: number, threads: number): void {
+  check(sym().mtc_copy_pieces(table, count, threads), () => `copy ${count} pieces on the host`);
+}
+
 /** A peer copy across devices and the two events that fence it. */
 export interface PeerCopy {
   dstDevice: number;
@@ -333,12 +354,3 @@ export function pointerOfView(view: ArrayBufferView): Deno.PointerValue {
   return view.byteLength === 0 ? null : Deno.UnsafePointer.of(view);
 }
 
-/**
- * The address of a view's first byte. Valid only while the caller keeps the
- * view reachable and undetached.
- */
-export function addressOf(view: ArrayBufferView): number {
-  if (view.byteLength === 0) return 0;
-  const pointer = Deno.UnsafePointer.of(view);
-  return pointer === null ? 0 : Number(Deno.UnsafePointer.value(pointer));
-}

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "ddf209b5906c6161cd9d67220a39e79a6644fcdf2a9d948cc14d2ae8e81bf4f3";
+export const SHIM_SOURCE_HASH = "a2fef6bd08093dcca771d7f811bf654e41ae57e5a79086996e169dbb3d593bbe";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 124808,
-    sha256: "2006f8329d7f0f9a6cedc94961fbe806223e46f2c34bc48f508f8766d686827c",
+    bytes: 124888,
+    sha256: "f249ca8f24d47e2dd64d82b6bf88f835eed6f6aeb0ca001119150b56876f1694",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 132944,
-    sha256: "48606d3c598d39a742656ec7d01d92f037b6f94586552bd64ca2883fd56cc3ba",
+    bytes: 133024,
+    sha256: "ced7ae857b63881650c1b039edfad7c2cc38986c640e2f5dc92c5819c78fed19",
   },
 };

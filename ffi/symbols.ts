@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 10;
+export const ABI_VERSION = 11;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -86,6 +86,10 @@ export const symbols = {
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
   // int32_t mtc_device_release_unused(int32_t device)
   mtc_device_release_unused: { parameters: ["i32"], result: "i32" },
+  // int32_t mtc_copy_pieces(const double* table, int32_t count, int32_t threads): host memcpys
+  mtc_copy_pieces: { parameters: ["buffer", "i32", "i32"], result: "i32" },
+  // double mtc_address_of(const uint8_t* buffer)
+  mtc_address_of: { parameters: ["buffer"], result: "f64" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**

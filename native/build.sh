@@ -22,7 +22,7 @@ root=$(dirname "$here")
 mode=${1:-all}
 
 # The product's sources, in a fixed order; their hash names the build.
-sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c generated/gather_fatbin.h build.sh)
+sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c copy_pieces.c generated/gather_fatbin.h build.sh)
 source_hash=$(cd "$here" && for f in "${sources[@]}"; do echo "== $f"; cat "$f"; done | sha256sum | cut -d' ' -f1)
 
 # os-arch as Deno.build names them, and the C compiler for each.
@@ -46,12 +46,14 @@ compile() {
   local cc=$1 out=$2
   shift 2
   mkdir -p "$(dirname "$out")"
-  # Only libc and libdl (named, so that glibc older than 2.34, where dlopen
-  # lives in libdl, finds it): the driver is opened with dlopen at run time.
+  # Only libc, libdl and libpthread (named, so that glibc older than 2.34,
+  # where dlopen and threads live in those, finds them): the driver is
+  # opened with dlopen at run time.
   "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
     -ffile-prefix-map="$root/=" -Wl,--build-id=none -Wl,-z,defs -s \
     -DMTC_SOURCE_HASH="\"$source_hash\"" "$@" \
-    -o "$out.tmp" "$here/mtc.c" "$here/driver.c" -Wl,--no-as-needed -l:libdl.so.2
+    -o "$out.tmp" "$here/mtc.c" "$here/driver.c" "$here/copy_pieces.c" \
+    -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
   mv "$out.tmp" "$out"
 }
 

@@ -18,6 +18,7 @@ import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
 import { bindChunks, placeChunks } from "./chunks.ts";
+import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "./parallel_pack.ts";
 import type { Submission } from "./submission.ts";
 
 /** Queues every CPU→CUDA leaf of `route`. */
@@ -34,6 +35,12 @@ export function hostToDevice(route: Route, submission: Submission): void {
       const { members, offsets, base, start, end } = plan;
       const payload = end - start;
       const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
+      if (stage && payload >= PARALLEL_PACK_MIN_BYTES) {
+        packInParallel(route, h2d, plan, stage, packed);
+        sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
+        submission.stats.packedTensors += members.length;
+        continue;
+      }
       // Consecutive leaves mostly share a type: reuse the last view. The
       // type is the array's internal one, never its `constructor`, so that a
       // view of the same element type copies the bytes unchanged.
@@ -54,14 +61,14 @@ export function hostToDevice(route: Route, submission: Submission): void {
         view!.set(src as never, (offsets[m] - start) / elementBytes);
       }
       if (stage) {
-        copyAsync({ device: target, dst: base + start, src: stage.address, bytes: payload });
+        sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
       } else {
         const src = new Uint8Array(pageableScratch, 0, payload);
         copyFromBuffer({ device: target, dst: base + start, src });
+        submission.stats.chunks++;
+        submission.stats.copies++;
       }
       submission.stats.packedTensors += members.length;
-      submission.stats.chunks++;
-      submission.stats.copies++;
     }
   }
   for (let k = 0; k < h2d.length; k++) {
@@ -87,6 +94,16 @@ export function hostToDevice(route: Route, submission: Submission): void {
       copyAsync({ device: target, dst: block.address, src: stage.address, bytes });
     }
   }
+}
+
+/** Queues the DMA of a chunk packed in pinned memory. */
+function sendChunk(
+  submission: Submission,
+  { device, dst, src, payload }: { device: number; dst: number; src: number; payload: number },
+): void {
+  copyAsync({ device, dst, src, bytes: payload });
+  submission.stats.chunks++;
+  submission.stats.copies++;
 }
 
 /**

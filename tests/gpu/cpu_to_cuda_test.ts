@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
-import { disposeAll, startCopy, Tensor } from "../../mod.ts";
+import { disposeAll, startCopy, Tensor, type TypedArray } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
 import { closeStagingWorkers } from "../../src/staging/background.ts";
@@ -63,6 +63,28 @@ for (const packCpuTensors of [true, false]) {
     }
   }
 }
+
+Deno.test({
+  ...gpu,
+  name:
+    "a chunk of 1000 × 4 KB (packed by several threads) lands bit-exact, in one chunk and one DMA",
+  async fn() {
+    const tiles: TypedArray[] = Array.from(
+      { length: 1000 },
+      (_, i) => randomArray(Float32Array, 1024, 900 + i),
+    );
+    // Odd sizes between them: members at offsets that are not multiples of 4 KB.
+    tiles.splice(500, 0, randomArray(Uint8Array, 13, 5), randomArray(Float64Array, 3, 6));
+    const handle = startCopy(tiles, "cuda:0");
+    const result = await handle.get();
+    const stats = handle.stats();
+    assert.equal(stats.packedTensors, 1002);
+    assert.equal(stats.chunks, 1);
+    assert.equal(stats.copies, 1);
+    assertSameBytes(tiles, result);
+    disposeAll(result);
+  },
+});
 
 Deno.test({
   ...gpu,

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { disposeAll, startCopy } from "../../mod.ts";
+import { disposeAll, setMemoryLimits, startCopy } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { JOB_BYTES } from "../../src/staging/background.ts";
 import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -9,9 +10,11 @@ const gpu = { ignore: !hasGpu };
 Deno.test({
   ...gpu,
   name:
-    "a large input detached right after startCopy() returns still lands with its bytes (its memory is held)",
+    "a large input of one staging job detached right after startCopy() returns still lands with its bytes (its memory is held)",
   async fn() {
-    const input = randomArray(Float32Array, 8 << 20, 101); // 32 MiB: staged in the background
+    // 8 MiB: one background job, which starts before startCopy() returns
+    // (later jobs start once the caller yields; see the next test).
+    const input = randomArray(Float32Array, JOB_BYTES / 4, 101);
     const expected = bytesOf(input);
     const handle = startCopy([input], "cuda:0");
     input.buffer.transfer(8); // frees the old memory in a naive implementation
@@ -38,7 +41,7 @@ Deno.test({
       },
       (error: Error) => error.message,
     );
-    // The first jobs hold their sources; later ones may find them detached.
+    // The first job holds its source; later ones may find theirs detached.
     if (outcome !== "resolved") assert.match(outcome, /buffer was detached during the copy/);
     assert.equal(devicePool(0).stats().inUseBytes, deviceInUse);
     assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
@@ -63,3 +66,37 @@ Deno.test({
     disposeAll(onDevice);
   },
 });
+
+for (
+  const [what, count] of [
+    ["1000 × 4 KB (packed by several threads)", 1000],
+    ["10 × 4 KB (packed on the main thread)", 10],
+  ] as const
+) {
+  Deno.test({
+    ...gpu,
+    name:
+      `inputs of ${what} detached while their copy waits for memory: get() rejects naming the cause, nothing leaks`,
+    async fn() {
+      const MiB = 1024 * 1024;
+      const deviceInUse = devicePool(0).inUseBytes;
+      const pinnedInUse = pinnedPool.stats().inUseBytes;
+      const limits = setMemoryLimits({});
+      try {
+        setMemoryLimits({ deviceBytes: deviceInUse + 16 * MiB, waitMs: 10_000 });
+        const first = await startCopy([randomArray(Uint8Array, 16 * MiB, 3)], "cuda:0").get();
+        const inputs = Array.from({ length: count }, (_, i) => randomArray(Float32Array, 1024, i));
+        const handle = startCopy(inputs, "cuda:0");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.equal(handle.ready(), false, "the copy must wait for memory");
+        for (const input of inputs) input.buffer.transfer(0);
+        disposeAll(first);
+        await assert.rejects(handle.get(), /detached/);
+      } finally {
+        setMemoryLimits(limits);
+      }
+      assert.equal(devicePool(0).inUseBytes, deviceInUse);
+      assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
+    },
+  });
+}

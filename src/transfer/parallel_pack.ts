@@ -1,0 +1,71 @@
+/**
+ * Packing a large chunk with several threads: the bytes of its members are
+ * copied into the pinned staging block by native threads, in parallel.
+ *
+ * One core of the GPU hosts copies only 3–6 GB/s: packing 1000 × 4 KB into
+ * pinned memory took 385 µs on one thread of an H100 lease, four times the
+ * chunk's DMA. Below {@linkcode PARALLEL_PACK_MIN_BYTES} the threads' wake
+ * up costs more than they save, and `TypedArray.prototype.set` packs.
+ *
+ * The native copy reads the members through raw addresses, taken here with
+ * one fast FFI call each; that is safe because no other JavaScript runs
+ * between taking them and the synchronous copy, so nothing can detach,
+ * shrink or free a member in between, and the route holds every member.
+ *
+ * @module
+ */
+
+import { addressOf, copyPieces } from "../../ffi/native.ts";
+import type { Block } from "../memory/block_pool.ts";
+import type { ChunkPlan } from "../pack_plan.ts";
+import type { Route } from "../route.ts";
+import { stagingConcurrency } from "../staging/background.ts";
+
+/** Chunks with at least this many payload bytes are packed by several threads. */
+export const PARALLEL_PACK_MIN_BYTES = 1024 * 1024;
+
+/** Payload bytes per packing thread at least (fewer threads for smaller chunks). */
+const BYTES_PER_THREAD = 256 * 1024;
+
+let table = new Float64Array(0);
+
+/**
+ * Copies the members of `plan` (positions in `h2d`, the route's CPU→CUDA
+ * indices) into `stage`, where the chunk's first byte goes to the block's
+ * first byte, with several threads; marks each member in `packed`.
+ *
+ * @throws {TypeError} when a member's buffer was detached or shrunk after
+ * the walk (a copy admitted late, after user code ran)
+ */
+export function packInParallel(
+  route: Route,
+  h2d: ArrayLike<number>,
+  plan: ChunkPlan,
+  stage: Block,
+  packed: Uint8Array,
+): void {
+  const { members, offsets, start, end } = plan;
+  if (table.length < 3 * members.length) table = new Float64Array(3 * members.length);
+  const base = stage.address - start;
+  for (let m = 0; m < members.length; m++) {
+    const k = members[m];
+    const index = h2d[k];
+    packed[k] = 1;
+    const src = route.hostBytes(index);
+    const bytes = route.outputs[index].byteLength;
+    if (src.byteLength !== bytes) {
+      throw new TypeError(
+        `Cannot copy a tensor of ${bytes} bytes whose buffer was detached or resized during the copy (${src.byteLength} bytes left): inputs must not change until get() resolves`,
+      );
+    }
+    const at = 3 * m;
+    table[at] = bytes === 0 ? 0 : addressOf(src);
+    table[at + 1] = base + offsets[m];
+    table[at + 2] = bytes;
+  }
+  const threads = Math.max(
+    1,
+    Math.min(stagingConcurrency(), Math.floor((end - start) / BYTES_PER_THREAD)),
+  );
+  copyPieces(table, members.length, threads);
+}
