@@ -3,11 +3,14 @@
  *
  * Completion is one CUDA event per device the copy queued work on. `ready()`
  * queries them (a fast FFI call each). `get()` resolves at once when they
- * are complete; otherwise it polls for at most {@linkcode SPIN_MICROSECONDS}
- * (a small copy finishes within that, and a poll answers in well under a
- * microsecond, where the off-thread wait below costs tens), then waits on a
- * Deno blocking-pool thread (a nonblocking FFI `cuEventSynchronize`) so the
- * event loop keeps running.
+ * are complete; otherwise it polls until the copy's expected end (its bytes
+ * at {@linkcode ASSUMED_BYTES_PER_MICROSECOND} from its start) plus
+ * {@linkcode SPIN_MICROSECONDS}, for at most {@linkcode MAX_SPIN_MICROSECONDS},
+ * then waits on a Deno blocking-pool thread (a nonblocking FFI
+ * `cuEventSynchronize`) so the event loop keeps running. A poll answers in
+ * well under a microsecond; the off-thread wait's wake-up took 60–200 µs on
+ * the GPU hosts (a 4 MB copy whose DMA takes 83 µs resolved after 276 µs
+ * when only 30 µs were polled), so a copy about to end is polled for.
  *
  * A handle keeps everything its copy touches (inputs, staging blocks,
  * outputs) until it settles. Unsettled handles are also kept in a
@@ -21,8 +24,14 @@
 import { cudaError, eventStatus, eventSynchronizeOffThread } from "../ffi/native.ts";
 import { releaseEvent } from "./memory/event_pool.ts";
 
-/** Longest synchronous poll `get()` makes before waiting off-thread. */
+/** How long `get()` polls past a copy's expected end before waiting off-thread. */
 export const SPIN_MICROSECONDS = 30;
+
+/** The longest `get()` polls (blocking the event loop) before waiting off-thread. */
+export const MAX_SPIN_MICROSECONDS = 1000;
+
+/** The transfer rate `get()` assumes to expect a copy's end: lower than any link's. */
+export const ASSUMED_BYTES_PER_MICROSECOND = 20_000;
 
 /** What a copy did (the contract's `CopyStats`). */
 export interface CopyStats {
@@ -119,12 +128,15 @@ export class AsyncCopyHandle<R> {
   #promise: Promise<R> | undefined;
   readonly #stats: CopyStats;
   readonly #events: EventOps;
+  /** `performance.now()` (ms) by which the copy should be done at the assumed rate. */
+  readonly #expectedEnd: number;
 
   /** Created by `startCopy`; not meant to be constructed directly. */
   constructor(job: CopyJob<R>) {
     this.#job = job;
     this.#stats = job.stats;
     this.#events = job.eventOps ?? CUDA_EVENTS;
+    this.#expectedEnd = performance.now() + job.stats.bytes / ASSUMED_BYTES_PER_MICROSECOND / 1000;
     if (job.submitted) {
       job.submitted.then(
         () => this.#submitted = true,
@@ -196,7 +208,11 @@ export class AsyncCopyHandle<R> {
     const job = this.#job!;
     if (job.submitted) await job.submitted.catch(() => {});
     if (this.#state === PENDING) {
-      const deadline = performance.now() + SPIN_MICROSECONDS / 1000;
+      const now = performance.now();
+      const deadline = Math.min(
+        Math.max(now, this.#expectedEnd) + SPIN_MICROSECONDS / 1000,
+        now + MAX_SPIN_MICROSECONDS / 1000,
+      );
       while (!this.ready() && performance.now() < deadline) { /* poll */ }
     }
     while (this.#state === PENDING) {

@@ -136,10 +136,20 @@ export function typedArrayNameOf(value: unknown): string | undefined {
   return typedArrayName.call(value);
 }
 
+// The last name looked up and its dtype: neighbouring leaves mostly share
+// their type, and comparing the (internalized) names costs less than the
+// Map's string lookup, which the walk made twice per leaf.
+let lastName: string | undefined;
+let lastDtype: DType | undefined;
+
 /** The dtype a TypedArray maps to (by its internal type), or undefined when it is no tensor class. */
 export function dtypeOfArray(value: ArrayBufferView): DType | undefined {
   const name = typedArrayName.call(value);
-  return name === undefined ? undefined : DTYPE_OF_NAME.get(name);
+  if (name === lastName) return lastDtype;
+  const dtype = name === undefined ? undefined : DTYPE_OF_NAME.get(name);
+  lastName = name;
+  lastDtype = dtype;
+  return dtype;
 }
 
 /**
@@ -153,7 +163,8 @@ export function builtinClassOf(value: TypedArray): TypedArrayConstructor {
 /** Whether `value` is a TypedArray of a supported type (subclasses and other realms included). */
 export function isTypedArray(value: unknown): value is TypedArray {
   const name = typedArrayName.call(value);
-  return name !== undefined && DTYPE_OF_NAME.has(name);
+  if (name === undefined) return false;
+  return name === lastName ? lastDtype !== undefined : DTYPE_OF_NAME.has(name);
 }
 
 /** Whether `dtype` names a supported dtype. */

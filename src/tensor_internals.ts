@@ -26,6 +26,10 @@ export function createTensor(
   return internals.create(dtype, shape, device, contents);
 }
 
+// Shapes of lengths below SHORT_LENGTHS by index (an array load per leaf,
+// where a Map lookup showed in profiles), the others in a bounded Map.
+const SHORT_LENGTHS = 4096;
+const SHORT_SHAPES: (readonly number[] | undefined)[] = new Array(SHORT_LENGTHS).fill(undefined);
 const VECTOR_SHAPES = new Map<number, readonly number[]>();
 const MAX_SHARED_SHAPES = 4096;
 
@@ -34,6 +38,7 @@ const MAX_SHARED_SHAPES = 4096;
  * array allocated per output, and none that a caller could change).
  */
 export function vectorShape(length: number): readonly number[] {
+  if (length < SHORT_LENGTHS) return SHORT_SHAPES[length] ??= Object.freeze([length]);
   let shape = VECTOR_SHAPES.get(length);
   if (shape === undefined) {
     shape = Object.freeze([length]);
