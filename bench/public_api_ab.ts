@@ -9,7 +9,7 @@
  * @module
  */
 
-import { deviceCount, disposeAll, startCopy } from "../mod.ts";
+import { deviceCount, disposeAll, hostArena, startCopy } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 
 if (deviceCount() === 0) {
@@ -35,11 +35,16 @@ const ref16 = createBatchMetaData(16);
 const ref64 = createBatchMetaData(64, 2);
 const small4k = Array.from({ length: 1000 }, (_, i) => new Float32Array(1024).fill(i));
 const onDevice = await startCopy(ref16, "cuda:0").get();
+const arena = hostArena(1 << 20);
+const inArena = createBatchMetaData(16, 1, arena);
 const medians = {
   "ref batch 16 H2D": await median(() => startCopy(ref16, "cuda:0").get()),
   "ref batch 64 H2D": await median(() => startCopy(ref64, "cuda:0").get()),
   "1000 x 4 KB H2D": await median(() => startCopy(small4k, "cuda:0").get()),
   "ref batch 16 D2H": await median(() => startCopy(onDevice, "cpu").get()),
+  // Last: while an arena exists, every copy looks its CPU leaves up.
+  "ref batch 16 H2D from a hostArena": await median(() => startCopy(inArena, "cuda:0").get()),
 };
 disposeAll(onDevice);
+arena.dispose();
 console.log(JSON.stringify({ label: Deno.args[0] ?? "", medians }));

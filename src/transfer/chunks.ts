@@ -119,9 +119,10 @@ function sequentialChunk(
 
 /**
  * Gives every chunk's block to its outputs (one `Storage` per chunk, held
- * by its members), before any call that can fail: a failure then releases
- * the blocks with the outputs. (Measured with injected faults: binding after
- * the DMA leaked the chunk when staging failed.)
+ * by its members). Callers bind after queueing the chunks' transfers, in a
+ * `finally`: a failure then releases the blocks with the outputs.
+ * (Measured with injected faults: binding after the DMA without `finally`
+ * leaked the chunk when staging failed.)
  */
 export function bindChunks(
   route: Route,
@@ -175,36 +176,42 @@ export function gatherChunks(
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
-  bindChunks(route, chunks, { indices: list, pool: chunkPool });
-  for (const { plan } of chunks) {
-    const { members, offsets, base, start, end } = plan;
-    const payload = end - start;
-    const tableBlock = submission.takeStaging(members.length * GATHER_ENTRY_BYTES);
-    const entries = pinnedView(tableBlock, Float64Array);
-    for (let m = 0; m < members.length; m++) {
-      const i = list[members[m]];
-      const at = GATHER_ENTRY_DOUBLES * m;
-      packed[members[m]] = 1;
-      entries[at] = route.sourceAddress(i);
-      entries[at + 1] = offsets[m] - start;
-      entries[at + 2] = route.outputs[i].byteLength;
+  // Bound after the sends are queued (binding overlaps them), and in
+  // `finally`, so that after a failure the outputs' disposal gives the
+  // chunks back.
+  try {
+    for (const { plan } of chunks) {
+      const { members, offsets, base, start, end } = plan;
+      const payload = end - start;
+      const tableBlock = submission.takeStaging(members.length * GATHER_ENTRY_BYTES);
+      const entries = pinnedView(tableBlock, Float64Array);
+      for (let m = 0; m < members.length; m++) {
+        const i = list[members[m]];
+        const at = GATHER_ENTRY_DOUBLES * m;
+        packed[members[m]] = 1;
+        entries[at] = route.sourceAddress(i);
+        entries[at + 1] = offsets[m] - start;
+        entries[at + 2] = route.outputs[i].byteLength;
+      }
+      const scratch = scratchPool.acquire(payload);
+      try {
+        send({
+          table: tableBlock.address,
+          count: members.length,
+          scratch: scratch.address,
+          dst: base + start,
+          payload,
+        });
+      } finally {
+        // Later users of the scratch block queue behind the send on the
+        // source's stream (after a failure, behind the drain).
+        scratchPool.release(scratch);
+      }
+      submission.stats.packedTensors += members.length;
+      submission.stats.chunks++;
     }
-    const scratch = scratchPool.acquire(payload);
-    try {
-      send({
-        table: tableBlock.address,
-        count: members.length,
-        scratch: scratch.address,
-        dst: base + start,
-        payload,
-      });
-    } finally {
-      // Later users of the scratch block queue behind the send on the
-      // source's stream (after a failure, behind the drain).
-      scratchPool.release(scratch);
-    }
-    submission.stats.packedTensors += members.length;
-    submission.stats.chunks++;
+  } finally {
+    bindChunks(route, chunks, { indices: list, pool: chunkPool });
   }
   return packed;
 }

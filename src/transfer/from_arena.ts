@@ -153,10 +153,22 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
   const span = run.end - start;
   const block = pool.acquire(span);
   const storage = new Storage(pool, block, to - from);
-  for (let o = from; o < to; o++) route.bind(indices[order[o]], storage, offsets[order[o]] - start);
-  if (span > 0) {
-    copyAsync({ device: target, dst: block.address, src: run.arena.address + start, bytes: span });
-    submission.stats.copies++;
+  // Bound after the DMA is queued (binding overlaps it), and in `finally`,
+  // so that after a failure the outputs' disposal gives the block back.
+  try {
+    if (span > 0) {
+      copyAsync({
+        device: target,
+        dst: block.address,
+        src: run.arena.address + start,
+        bytes: span,
+      });
+      submission.stats.copies++;
+    }
+  } finally {
+    for (let o = from; o < to; o++) {
+      route.bind(indices[order[o]], storage, offsets[order[o]] - start);
+    }
   }
   if (to - from > 1) {
     submission.stats.chunks++;

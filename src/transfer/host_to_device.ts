@@ -31,55 +31,62 @@ export function hostToDevice(route: Route, submission: Submission): void {
   submission.involve(target);
   if (options.packCpuTensors) {
     const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
-    bindChunks(route, chunks, { indices: h2d, pool });
-    for (const { plan } of chunks) {
-      const { members, offsets, base, start, end } = plan;
-      const payload = end - start;
-      const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
-      if (stage && payload >= PARALLEL_PACK_MIN_BYTES) {
-        packInParallel(route, h2d, plan, stage, packed);
-        sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
+    // Outputs are bound after their chunks' DMAs are queued, so that binding
+    // overlaps the DMA, and in `finally`, so that after a failure the
+    // outputs' disposal gives the blocks back (binding after the DMA without
+    // it leaked the chunk when staging failed, under injected faults).
+    try {
+      for (const { plan } of chunks) {
+        const { members, offsets, base, start, end } = plan;
+        const payload = end - start;
+        const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
+        if (stage && payload >= PARALLEL_PACK_MIN_BYTES) {
+          packInParallel(route, h2d, plan, stage, packed);
+          sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
+          submission.stats.packedTensors += members.length;
+          packedCount += members.length;
+          continue;
+        }
+        // One view of the chunk per element type, found by the array's
+        // internal type name (never its `constructor`, so that a view of the
+        // same element type copies the bytes unchanged): the last one first,
+        // then a scan of the few seen in this chunk. (Map lookups per type
+        // change, ~1000 per reference batch, showed in profiles.)
+        let lastType: string | undefined;
+        let view: TypedArray | undefined;
+        let elementBytes = 1;
+        typeNames.length = typeViews.length = 0;
+        for (let m = 0; m < members.length; m++) {
+          const k = members[m];
+          packed[k] = 1;
+          const src = route.hostBytes(h2d[k]);
+          const type = typedArrayNameOf(src)!;
+          if (type !== lastType) {
+            lastType = type;
+            let t = typeNames.indexOf(type);
+            if (t < 0) {
+              const cls = builtinClassOf(src);
+              t = typeNames.push(type) - 1;
+              typeViews.push(stage ? pinnedView(stage, cls) : pageableView(payload, cls));
+            }
+            view = typeViews[t];
+            elementBytes = view.BYTES_PER_ELEMENT;
+          }
+          view!.set(src as never, (offsets[m] - start) / elementBytes);
+        }
+        if (stage) {
+          sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
+        } else {
+          const src = new Uint8Array(pageableScratch, 0, payload);
+          copyFromBuffer({ device: target, dst: base + start, src });
+          submission.stats.chunks++;
+          submission.stats.copies++;
+        }
         submission.stats.packedTensors += members.length;
         packedCount += members.length;
-        continue;
       }
-      // One view of the chunk per element type, found by the array's
-      // internal type name (never its `constructor`, so that a view of the
-      // same element type copies the bytes unchanged): the last one first,
-      // then a scan of the few seen in this chunk. (Map lookups per type
-      // change, ~1000 per reference batch, showed in profiles.)
-      let lastType: string | undefined;
-      let view: TypedArray | undefined;
-      let elementBytes = 1;
-      typeNames.length = typeViews.length = 0;
-      for (let m = 0; m < members.length; m++) {
-        const k = members[m];
-        packed[k] = 1;
-        const src = route.hostBytes(h2d[k]);
-        const type = typedArrayNameOf(src)!;
-        if (type !== lastType) {
-          lastType = type;
-          let t = typeNames.indexOf(type);
-          if (t < 0) {
-            const cls = builtinClassOf(src);
-            t = typeNames.push(type) - 1;
-            typeViews.push(stage ? pinnedView(stage, cls) : pageableView(payload, cls));
-          }
-          view = typeViews[t];
-          elementBytes = view.BYTES_PER_ELEMENT;
-        }
-        view!.set(src as never, (offsets[m] - start) / elementBytes);
-      }
-      if (stage) {
-        sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
-      } else {
-        const src = new Uint8Array(pageableScratch, 0, payload);
-        copyFromBuffer({ device: target, dst: base + start, src });
-        submission.stats.chunks++;
-        submission.stats.copies++;
-      }
-      submission.stats.packedTensors += members.length;
-      packedCount += members.length;
+    } finally {
+      bindChunks(route, chunks, { indices: h2d, pool });
     }
   }
   if (packedCount === h2d.length) return;

@@ -61,17 +61,10 @@ export class Submission {
     return { tensors: route.tensors, bytes: route.bytes, packedTensors: 0, chunks: 0, copies: 0 };
   }
 
-  /**
-   * A ledger for `route`, counting into `stats` (fresh by default); holds
-   * the input storages from now on.
-   */
+  /** A ledger for `route`, counting into `stats` (fresh by default). */
   constructor(route: Route, stats: CopyStats = Submission.emptyStats(route)) {
     this.#route = route;
     this.stats = stats;
-    for (const storage of route.inputStorages()) {
-      storage.retain();
-      this.#retained.push(storage);
-    }
   }
 
   /** Notes that the copy queues work on `device` (it gets a completion event). */
@@ -117,6 +110,13 @@ export class Submission {
    * copy has completed, after the ledger released what it held.
    */
   job(complete: () => void): CopyJob<void> {
+    // The inputs' storages are held from here on, after the transfers were
+    // queued (no user code runs in between, so none can be disposed), so
+    // that the walk over the leaves overlaps the DMA.
+    for (const storage of this.#route.inputStorages()) {
+      storage.retain();
+      this.#retained.push(storage);
+    }
     const target = this.#route.target;
     let submitted: Promise<void> | undefined;
     if (this.#devices.has(target)) {
