@@ -353,4 +353,3 @@ export function pointerOf(address: number): Deno.PointerValue {
 export function pointerOfView(view: ArrayBufferView): Deno.PointerValue {
   return view.byteLength === 0 ? null : Deno.UnsafePointer.of(view);
 }
-

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "a2fef6bd08093dcca771d7f811bf654e41ae57e5a79086996e169dbb3d593bbe";
+export const SHIM_SOURCE_HASH = "8f1f8e7a041350c47314730d4c54ab3dc207f882f281cc2dc1907f64e214137a";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124888,
-    sha256: "f249ca8f24d47e2dd64d82b6bf88f835eed6f6aeb0ca001119150b56876f1694",
+    sha256: "565e3d18fdc4833401a4a3dd15888a7297bea21f4e590673623225ebfe646511",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133024,
-    sha256: "ced7ae857b63881650c1b039edfad7c2cc38986c640e2f5dc92c5819c78fed19",
+    sha256: "32a6b983e2480dcfd3bf56f6ffc384cea8618f2f27497890a997b062749790eb",
   },
 };

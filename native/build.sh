@@ -48,9 +48,11 @@ compile() {
   mkdir -p "$(dirname "$out")"
   # Only libc, libdl and libpthread (named, so that glibc older than 2.34,
   # where dlopen and threads live in those, finds them): the driver is
-  # opened with dlopen at run time.
+  # opened with dlopen at run time. -z nodelete: Deno unloads FFI libraries
+  # as a process ends, and the packing helper threads (copy_pieces.c) sleep
+  # in this library's code; unmapping it under them crashed 2 exits in 5.
   "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
-    -ffile-prefix-map="$root/=" -Wl,--build-id=none -Wl,-z,defs -s \
+    -ffile-prefix-map="$root/=" -Wl,--build-id=none -Wl,-z,defs -Wl,-z,nodelete -s \
     -DMTC_SOURCE_HASH="\"$source_hash\"" "$@" \
     -o "$out.tmp" "$here/mtc.c" "$here/driver.c" "$here/copy_pieces.c" \
     -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
