@@ -59,6 +59,8 @@ export class Route implements LeafSink {
   readonly h2d: NumberList = borrowList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
   readonly fromArena: NumberList = borrowList();
+  /** The byte offset in its arena of each {@linkcode Route.fromArena} leaf, by the same position. */
+  readonly arenaOffsets: NumberList = borrowList();
   /**
    * The arenas of {@linkcode Route.fromArena}: `arenas[j]` holds from
    * position `arenaStarts[j]` on (one entry per change; one in all for a
@@ -99,6 +101,7 @@ export class Route implements LeafSink {
   releaseLists(): void {
     returnList(this.h2d);
     returnList(this.fromArena);
+    returnList(this.arenaOffsets);
     this.packer?.dispose();
   }
 
@@ -113,7 +116,7 @@ export class Route implements LeafSink {
       if (source === CPU && arenasExist()) {
         const data = tensorData(leaf);
         const arena = data && arenaOf(data);
-        if (arena) return this.#moveFromArena(leaf, arena, leaf.dtype, leaf.shape);
+        if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
       }
       return this.#move(leaf, source, leaf.dtype, leaf.shape);
     }
@@ -124,13 +127,8 @@ export class Route implements LeafSink {
       return createTensor(dtype, vectorShape(leaf.length), CPU, leaf);
     }
     const arena = arenaOf(leaf);
-    if (arena) return this.#moveFromArena(leaf, arena, dtype, vectorShape(leaf.length));
+    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
     return this.#move(leaf, CPU, dtype, vectorShape(leaf.length));
-  }
-
-  /** The byte offset of CPU leaf `index` in its buffer (arena leaves). */
-  hostOffset(index: number): number {
-    return this.hostBytes(index).byteOffset;
   }
 
   /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */
@@ -199,7 +197,13 @@ export class Route implements LeafSink {
     return groups;
   }
 
-  #moveFromArena(leaf: Leaf, arena: ArenaMemory, dtype: DType, shape: readonly number[]): Tensor {
+  #moveFromArena(
+    leaf: Leaf,
+    data: TypedArray,
+    arena: ArenaMemory,
+    dtype: DType,
+    shape: readonly number[],
+  ): Tensor {
     const index = this.#moving++;
     const output = createTensor(dtype, shape, this.target, leaf.byteLength);
     this.movedBytes += leaf.byteLength;
@@ -210,6 +214,7 @@ export class Route implements LeafSink {
       this.arenaStarts.push(this.fromArena.length);
     }
     this.fromArena.push(index);
+    this.arenaOffsets.push(data.byteOffset);
     return output;
   }
 

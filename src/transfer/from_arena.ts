@@ -25,30 +25,50 @@ export const MAX_RUN_GAP = 4096;
 /** Queues every arena leaf of `route`. */
 export function arenaToDevice(route: Route, submission: Submission): void {
   submission.involve(route.target);
-  const groups = new Map<ArenaMemory, number[]>();
   const { arenas, arenaStarts } = route;
   const fromArena = route.fromArena.view();
+  const arenaOffsets = route.arenaOffsets.view();
+  if (arenas.length === 1) {
+    // A batch built in one arena: the walk's lists as they are.
+    submission.holdArena(arenas[0]);
+    sendRuns(route, submission, arenas[0], fromArena, arenaOffsets);
+    return;
+  }
+  const groups = new Map<ArenaMemory, { indices: number[]; offsets: number[] }>();
   for (let j = 0; j < arenas.length; j++) {
     const arena = arenas[j];
-    let list = groups.get(arena);
-    if (!list) {
-      groups.set(arena, list = []);
+    let group = groups.get(arena);
+    if (!group) {
+      groups.set(arena, group = { indices: [], offsets: [] });
       submission.holdArena(arena);
     }
     const end = j + 1 < arenas.length ? arenaStarts[j + 1] : fromArena.length;
-    for (let k = arenaStarts[j]; k < end; k++) list.push(fromArena[k]);
+    for (let k = arenaStarts[j]; k < end; k++) {
+      group.indices.push(fromArena[k]);
+      group.offsets.push(arenaOffsets[k]);
+    }
   }
-  for (const [arena, indices] of groups) sendRuns(route, submission, arena, indices);
+  for (const [arena, { indices, offsets }] of groups) {
+    sendRuns(route, submission, arena, indices, Float64Array.from(offsets));
+  }
 }
 
-function sendRuns(route: Route, submission: Submission, arena: ArenaMemory, indices: number[]) {
+/** Sends the leaves `indices` of `arena` (at byte `offsets` in it) in runs of neighbours. */
+function sendRuns(
+  route: Route,
+  submission: Submission,
+  arena: ArenaMemory,
+  indices: ArrayLike<number>,
+  offsets: Float64Array,
+) {
   const { options, outputs } = route;
   const n = indices.length;
-  const offsets = new Float64Array(n);
   let sorted = true;
-  for (let k = 0; k < n; k++) {
-    offsets[k] = route.hostOffset(indices[k]);
-    if (k > 0 && offsets[k] < offsets[k - 1]) sorted = false;
+  for (let k = 1; k < n; k++) {
+    if (offsets[k] < offsets[k - 1]) {
+      sorted = false;
+      break;
+    }
   }
   // A producer that fills the arena in the walk's order needs no sort.
   const order = sorted ? identity(n) : byOffset(offsets, n);
@@ -135,7 +155,7 @@ function identity(n: number): Uint32Array {
 interface Run {
   arena: ArenaMemory;
   /** Route indices of the arena's leaves, their offsets, and their order by offset. */
-  indices: readonly number[];
+  indices: ArrayLike<number>;
   offsets: Float64Array;
   order: ArrayLike<number>;
   /** The run is `order[from..to)`. */
