@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "8f1f8e7a041350c47314730d4c54ab3dc207f882f281cc2dc1907f64e214137a";
+export const SHIM_SOURCE_HASH = "f41da52183f94d28a7513936e13b7d6c67dacc640d52a64c7eb46e41727fff68";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124888,
-    sha256: "565e3d18fdc4833401a4a3dd15888a7297bea21f4e590673623225ebfe646511",
+    sha256: "3e3b13c374f725d789867910034db46f822d89bd80e82204e8ecc357e31377d9",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133024,
-    sha256: "32a6b983e2480dcfd3bf56f6ffc384cea8618f2f27497890a997b062749790eb",
+    sha256: "b6d255e76a9a910d2ff42a335c5549eb5e50e550be2460aa9453f7ec9e744712",
   },
 };
