@@ -21,19 +21,22 @@ export function deviceToHost(
   list: number[],
 ): void {
   submission.involve(source);
+  const chunks = route.options.packCpuTensors
+    ? placeChunks(route, { indices: list, pool: pinnedPool, packer: route.packer })
+    : [];
   const packed = gatherChunks(route, submission, {
     source,
     list,
-    chunks: route.options.packCpuTensors
-      ? placeChunks(route, { indices: list, pool: pinnedPool, packer: route.packer })
-      : [],
+    chunks,
     chunkPool: pinnedPool,
     send: ({ table, count, scratch, dst, payload }) => {
       gather({ device: source, table, count, dst: scratch, hostDst: dst, bytes: payload });
       submission.stats.copies++;
     },
   });
-  for (let k = 0; k < list.length; k++) {
+  let packedCount = 0;
+  for (const { plan } of chunks) packedCount += plan.members.length;
+  for (let k = 0; packedCount < list.length && k < list.length; k++) {
     if (packed[k]) continue;
     const i = list[k];
     const bytes = route.outputs[i].byteLength;
