@@ -26,7 +26,6 @@ import {
   createTensor,
   rebindTensor,
   tensorAddress,
-  tensorData,
   tensorDevice,
   tensorStorage,
   vectorShape,
@@ -53,6 +52,8 @@ export class Route implements LeafSink {
   readonly leaves: Leaf[];
   /** Their outputs, by the same index. */
   readonly outputs: Tensor[];
+  /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
+  readonly hostData: (TypedArray | undefined)[];
   #moving = 0;
   #firstD2hSource = CPU;
   /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
@@ -88,12 +89,15 @@ export class Route implements LeafSink {
     // that storing a leaf never grows the arrays; `end()` trims them.
     this.leaves = new Array(capacityHint);
     this.outputs = new Array(capacityHint);
+    this.hostData = new Array(capacityHint);
   }
 
   /** Ends the walk: the leaf and output arrays get their final length. */
   end(): void {
     const moving = this.#moving;
-    if (this.leaves.length !== moving) this.leaves.length = this.outputs.length = moving;
+    if (this.leaves.length !== moving) {
+      this.leaves.length = this.outputs.length = this.hostData.length = moving;
+    }
     capacityHint = Math.min(moving, MAX_CAPACITY_HINT);
   }
 
@@ -106,19 +110,18 @@ export class Route implements LeafSink {
   }
 
   /** Records a leaf; returns what stands in its place in the result. */
-  add(leaf: Leaf): unknown {
+  add(leaf: Leaf, data: TypedArray | undefined): unknown {
     this.tensors++;
     const target = this.target;
     if (leaf instanceof Tensor) {
       const source = tensorDevice(leaf);
       this.bytes += leaf.byteLength;
       if (source === target) return leaf;
-      if (source === CPU && arenasExist()) {
-        const data = tensorData(leaf);
-        const arena = data && arenaOf(data);
+      if (data !== undefined && arenasExist()) {
+        const arena = arenaOf(data);
         if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
       }
-      return this.#move(leaf, source, leaf.dtype, leaf.shape);
+      return this.#move(leaf, source, data, leaf.dtype, leaf.shape);
     }
     const dtype = dtypeOfArray(leaf)!;
     this.bytes += leaf.byteLength;
@@ -128,7 +131,7 @@ export class Route implements LeafSink {
     }
     const arena = arenaOf(leaf);
     if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
-    return this.#move(leaf, CPU, dtype, vectorShape(leaf.length));
+    return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length));
   }
 
   /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */
@@ -146,8 +149,7 @@ export class Route implements LeafSink {
 
   /** The bytes of CPU leaf `index` (the leaf itself, or a tensor's view). */
   hostBytes(index: number): TypedArray {
-    const leaf = this.leaves[index];
-    return leaf instanceof Tensor ? tensorData(leaf) ?? leaf.toTypedArray() : leaf;
+    return this.hostData[index] ?? (this.leaves[index] as Tensor).toTypedArray();
   }
 
   /** Whether leaf `index` is a tensor already in pinned host memory. */
@@ -209,6 +211,7 @@ export class Route implements LeafSink {
     this.movedBytes += leaf.byteLength;
     this.leaves[index] = leaf;
     this.outputs[index] = output;
+    this.hostData[index] = data;
     if (arena !== this.arenas[this.arenas.length - 1]) {
       this.arenas.push(arena);
       this.arenaStarts.push(this.fromArena.length);
@@ -220,12 +223,19 @@ export class Route implements LeafSink {
 
   // The first lines repeat #moveFromArena's: a shared helper measured a
   // little slower on this per-leaf path.
-  #move(leaf: Leaf, source: number, dtype: DType, shape: readonly number[]): Tensor {
+  #move(
+    leaf: Leaf,
+    source: number,
+    data: TypedArray | undefined,
+    dtype: DType,
+    shape: readonly number[],
+  ): Tensor {
     const index = this.#moving++;
     const output = createTensor(dtype, shape, this.target, leaf.byteLength);
     this.movedBytes += leaf.byteLength;
     this.leaves[index] = leaf;
     this.outputs[index] = output;
+    if (data !== undefined) this.hostData[index] = data;
     if (this.target === CPU) {
       const d2h = this.d2h;
       // The walk's plan holds only for leaves of one device.

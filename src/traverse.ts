@@ -23,8 +23,12 @@ export type Leaf = TypedArray | Tensor;
 
 /** Receives the leaves of a walk; what `add` returns takes the leaf's place. */
 export interface LeafSink {
-  /** Called for each tensor leaf, in walk order. */
-  add(leaf: Leaf): unknown;
+  /**
+   * Called for each tensor leaf, in walk order, with the leaf's host bytes
+   * where the walk read them (a TypedArray leaf itself, the array a CPU
+   * `Tensor` wraps; undefined for tensors in pooled memory).
+   */
+  add(leaf: Leaf, data: TypedArray | undefined): unknown;
   /** Called once after the last leaf of a walk that completed. */
   end?(): void;
 }
@@ -119,7 +123,7 @@ function visit(
         )
       );
     }
-    return sink.add(value);
+    return sink.add(value, data);
   }
   if (isTypedArray(value)) {
     if (value.byteLength === 0) {
@@ -136,7 +140,7 @@ function visit(
         );
       }
     }
-    return sink.add(value);
+    return sink.add(value, value);
   }
   const kind = containerKind(value);
   if (kind === NOT_A_CONTAINER) return value;
