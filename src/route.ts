@@ -55,6 +55,7 @@ export class Route implements LeafSink {
   /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
   readonly hostData: (TypedArray | undefined)[];
   #moving = 0;
+  #pooledInputs = false;
   #firstD2hSource = CPU;
   /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
   readonly h2d: NumberList = borrowList();
@@ -117,7 +118,8 @@ export class Route implements LeafSink {
       const source = tensorDevice(leaf);
       this.bytes += leaf.byteLength;
       if (source === target) return leaf;
-      if (data !== undefined && arenasExist()) {
+      if (data === undefined) this.#pooledInputs = true;
+      else if (arenasExist()) {
         const arena = arenaOf(data);
         if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
       }
@@ -172,6 +174,8 @@ export class Route implements LeafSink {
    */
   inputStorages(): Storage[] {
     const storages: Storage[] = [];
+    // Only tensors without host bytes (CUDA or pinned) live in pooled memory.
+    if (!this.#pooledInputs) return storages;
     let last: Storage | undefined;
     for (const leaf of this.leaves) {
       const storage = leaf instanceof Tensor ? tensorStorage(leaf) : undefined;

@@ -142,7 +142,22 @@ function visit(
     }
     return sink.add(value, value);
   }
-  const kind = containerKind(value);
+  // containerKind inlined, so that a plain object's prototype is read once.
+  let kind = NOT_A_CONTAINER;
+  let nullPrototype = false;
+  if (Array.isArray(value)) {
+    kind = ARRAY;
+  } else if (value instanceof Map) {
+    kind = MAP;
+  } else {
+    const proto = Object.getPrototypeOf(value);
+    if (proto === Object.prototype) {
+      kind = PLAIN_OBJECT;
+    } else if (proto === null) {
+      kind = PLAIN_OBJECT;
+      nullPrototype = true;
+    }
+  }
   if (kind === NOT_A_CONTAINER) return value;
   const scanned = depth < SCAN_DEPTH ? depth : SCAN_DEPTH;
   for (let d = 0; d < scanned; d++) {
@@ -188,7 +203,6 @@ function visit(
     }
     const input = value as Record<string, unknown>;
     const names = Object.keys(input);
-    const nullPrototype = Object.getPrototypeOf(input) === null;
     const shape = depth < SHAPE_DEPTHS ? shapeAt(depth, names, nullPrototype) : undefined;
     if (shape) {
       // The compiled copy puts its own key on the error path.
