@@ -110,6 +110,23 @@ Deno.test("SequentialPacker gives the layout planPacking gives for a uniform ali
   }
 });
 
+Deno.test("SequentialPacker keeps its offsets aligned past 2^31 bytes (beyond 32-bit bit operations)", () => {
+  const packer = new SequentialPacker({
+    minPackedAlignmentBytes: 64,
+    maxPackedChunkBytes: 2 ** 33,
+  });
+  let end = 0;
+  for (let i = 0; end < 2 ** 31 + 2 ** 20; i++) {
+    const size = i % 2 === 0 ? 256 * 1024 - 1 : 3;
+    assert.equal(packer.add(i, size), true);
+    const offset = packer.offsets.data[packer.offsets.length - 1];
+    assert.equal(offset, Math.ceil(end / 64) * 64, `tensor ${i}`);
+    end = offset + size;
+  }
+  assert.equal(packer.end, end);
+  packer.dispose();
+});
+
 Deno.test("SequentialPacker gives up when buckets or several chunks are needed", () => {
   assert.equal(new SequentialPacker({ ...defaults, minPackedAlignmentBytes: 4 }).valid, false);
   assert.equal(new SequentialPacker({ ...defaults, minPackedAlignmentBytes: 24 }).valid, false);
