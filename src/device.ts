@@ -178,6 +178,8 @@ export function deviceCount(): number {
  */
 export function parseDevice(device: unknown): DeviceIndex {
   if (device === "cpu") return CPU;
+  // A training loop names the same device every step: skip the pattern.
+  if (device === lastParsed) return lastIndex;
   if (typeof device !== "string") {
     throw new TypeError(
       `Invalid device ${String(device)}: expected a string such as "cpu" or "cuda:0"`,
@@ -203,8 +205,15 @@ export function parseDevice(device: unknown): DeviceIndex {
       })`,
     );
   }
+  lastParsed = device;
+  lastIndex = index;
   return index;
 }
+
+// The last CUDA device string parsed and its index (the device count is
+// fixed for the process, so a valid string stays valid).
+let lastParsed: string | undefined;
+let lastIndex: DeviceIndex = 0;
 
 /** The canonical string of a device index. */
 export function deviceName(index: DeviceIndex): string {
