@@ -172,7 +172,11 @@ export class AsyncCopyHandle<R> {
   }
 
   /**
-   * The copied structure, once the copy completed.
+   * The copied structure, once the copy completed. Returns at once; a
+   * microtask later it polls the copy's completion until shortly after its
+   * expected end (at most 1 ms, and 30 µs while other copies are in
+   * flight), then waits off the main thread, so that a copy about to
+   * finish resolves without the 60–200 µs wake-up of an off-thread wait.
    *
    * @returns a Promise of the input's structure with every tensor on the
    * target device; the same Promise on every call
