@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "f41da52183f94d28a7513936e13b7d6c67dacc640d52a64c7eb46e41727fff68";
+export const SHIM_SOURCE_HASH = "7e44266b0260c001f26df3c62587203e597426ad2a0a0cd59dbe59bf5f4af21a";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124888,
-    sha256: "3e3b13c374f725d789867910034db46f822d89bd80e82204e8ecc357e31377d9",
+    sha256: "43fa1c916050fca824613274f05970b627acf69715aa97a9d0d5757fefc82be6",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133024,
-    sha256: "b6d255e76a9a910d2ff42a335c5549eb5e50e550be2460aa9453f7ec9e744712",
+    sha256: "51920fb776b9ab65beac8087b66efd1390f7be510378a1f390e5e5a2a8494556",
   },
 };

@@ -66,7 +66,7 @@ static void copy_piece(uint8_t *dst, const uint8_t *src, size_t n) {
 static void copy_claimed(const double *table, int count) {
   for (;;) {
     int first = __atomic_fetch_add(&next, MTC_PIECES_CLAIM, __ATOMIC_RELAXED);
-    if (first >= count) return;
+    if (first >= count) break;
     int last = first + MTC_PIECES_CLAIM < count ? first + MTC_PIECES_CLAIM : count;
     for (int i = first; i < last; i++) {
       const double *entry = table + 3 * i;
