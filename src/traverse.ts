@@ -17,6 +17,7 @@ import { tensorData } from "./tensor_internals.ts";
 import { isDetached, isOutOfBounds } from "./tensor_args.ts";
 import { sameKeys, type Shape, shapeOf, type VisitChild } from "./object_shapes.ts";
 import { formatPath, pathKey, WalkError } from "./walk_error.ts";
+import { type CompiledPlan, compilePlan, type PlanHooks, planOf } from "./walk_plan.ts";
 
 /** A tensor leaf of the input. */
 export type Leaf = TypedArray | Tensor;
@@ -76,8 +77,28 @@ export function walk(root: unknown, sink: LeafSink): unknown {
   const outer = deepAncestors;
   deepAncestors = undefined;
   try {
-    const output = visit(root, 0, [], sink);
+    const plan = planFor(root);
+    let output: unknown;
+    if (plan) {
+      plan.misses = 0;
+      try {
+        output = plan.run(root, [], sink);
+      } catch (error) {
+        // A plan keeps no path: the generic walk, validating only, finds the
+        // same error again and names where it is.
+        if (error instanceof WalkError) {
+          deepAncestors = undefined;
+          visit(root, 0, [], VALIDATE_ONLY);
+        }
+        throw error;
+      }
+    } else {
+      output = visit(root, 0, [], sink);
+    }
     sink.end?.();
+    lastPlanned = plan !== undefined;
+    lastMisses = plan?.misses ?? 0;
+    afterWalk(plan, output);
     return output;
   } catch (error) {
     if (error instanceof WalkError) throw error.make(formatPath(error.path));
@@ -85,6 +106,86 @@ export function walk(root: unknown, sink: LeafSink): unknown {
   } finally {
     deepAncestors = outer;
   }
+}
+
+/** A sink that leaves the leaves as they are (for finding an error's path again). */
+const VALIDATE_ONLY: LeafSink = { add: (leaf) => leaf };
+
+/** The plans of the structures walked last, most recent first. */
+const plans: CompiledPlan[] = [];
+/** At most this many plans are kept. */
+const MAX_PLANS = 4;
+/** Walks in a row that no plan fully covered. */
+let uncoveredWalks = 0;
+/** Uncovered walks to let pass before compiling again, and the next such wait. */
+let compileWait = 0;
+let nextCompileWait = 1;
+const MAX_COMPILE_WAIT = 1024;
+
+/** The most recent plan whose first levels match `root`. */
+function planFor(root: unknown): CompiledPlan | undefined {
+  if (typeof root !== "object" || root === null) return undefined;
+  for (let p = 0; p < plans.length; p++) {
+    const plan = plans[p];
+    if (!plan.matchesRoot(root)) continue;
+    if (p > 0) plans.splice(p, 1), plans.unshift(plan);
+    return plan;
+  }
+  return undefined;
+}
+
+/**
+ * Compiles the structure just walked once two walks in a row were not
+ * covered by a plan (a one-off copy compiles nothing). Compiling again soon
+ * after, while structures keep changing, waits twice as long each time.
+ */
+function afterWalk(plan: CompiledPlan | undefined, output: unknown): void {
+  if (plan !== undefined && plan.misses === 0) {
+    uncoveredWalks = 0;
+    nextCompileWait = 1;
+    return;
+  }
+  if (++uncoveredWalks < 2) return;
+  if (compileWait > 0) {
+    compileWait--;
+    return;
+  }
+  const node = planOf(output, Tensor);
+  if (node.kind !== "array" && node.kind !== "object") return;
+  plans.unshift(compilePlan(node, PLAN_HOOKS));
+  compiled++;
+  if (plans.length > MAX_PLANS) plans.length = MAX_PLANS;
+  uncoveredWalks = 0;
+  compileWait = nextCompileWait;
+  nextCompileWait = Math.min(2 * nextCompileWait, MAX_COMPILE_WAIT);
+}
+
+let compiled = 0;
+let lastPlanned = false;
+let lastMisses = 0;
+
+/** How walks used plans: for tests and diagnostics. */
+export interface PlanStats {
+  /** Plans compiled since the process started. */
+  compiled: number;
+  /** Plans kept now. */
+  kept: number;
+  /** Whether the last walk that completed ran a plan. */
+  lastPlanned: boolean;
+  /** Values of that walk that did not match the plan (handed to the generic walk). */
+  lastMisses: number;
+}
+
+/** How walks used plans so far. */
+export function planStats(): PlanStats {
+  return { compiled, kept: plans.length, lastPlanned, lastMisses };
+}
+
+/** Drops every compiled plan: the next walk is generic (tests compare the two). */
+export function forgetPlans(): void {
+  plans.length = 0;
+  uncoveredWalks = compileWait = 0;
+  nextCompileWait = 1;
 }
 
 /**
@@ -239,6 +340,12 @@ function visit(
     throw error;
   }
 }
+
+const PLAN_HOOKS: PlanHooks = {
+  visit: visit as PlanHooks["visit"],
+  leafData: tensorData,
+  leafClass: Tensor,
+};
 
 /** Marks the error path of a compiled object copy (see `shapeAt`). */
 const COMPILED = Symbol("compiled copy");

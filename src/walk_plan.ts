@@ -1,0 +1,289 @@
+/**
+ * Compiled walks for structures seen before.
+ *
+ * The batches of one training run share their structure: the same keys and
+ * nesting, only the lengths of arrays and tensors change. The generic walk
+ * decides at every container what it is (a `Tensor`? a TypedArray? an
+ * array? a Map? a plain object?), lists an object's keys and looks up its
+ * compiled shape: per container that costs more than the leaves it leads
+ * to. A plan is the structure of a walk already done, compiled into one
+ * function with the check of each node inlined: an object node checks the
+ * prototype and the exact own keys, an array node `Array.isArray`, a leaf
+ * node `instanceof Tensor`. A value that fails its node's check is handed
+ * to the generic walk (counted as a miss), so a plan is never wrong, only
+ * slower where the structure changed.
+ *
+ * A plan's containers are shallower than the generic walk's cycle-scan
+ * depth, and each one records itself as an ancestor before its children
+ * are visited: the generic walk, which every non-matching or unplanned
+ * value reaches, still finds every cycle (a cycle is infinite, a plan is
+ * not, so the cycle's path leaves the plan).
+ *
+ * @module
+ */
+
+import type { Tensor } from "./tensor.ts";
+
+/** What a plan calls back into: the generic walk and the leaf visit. */
+export interface PlanHooks {
+  /** The generic walk of one value at `depth` (with its ancestors). */
+  visit(value: unknown, depth: number, ancestors: object[], sink: unknown): unknown;
+  /** The host data of a leaf (`tensorData`), compared with its `byteLength`. */
+  leafData(value: Tensor): { byteLength: number } | undefined;
+  /** The class of the leaves a plan checks for inline. */
+  leafClass: typeof Tensor;
+}
+
+/** A compiled plan: the walk of a structure like the one it was made from. */
+export interface CompiledPlan {
+  /** Walks `root`; every value that does not match the plan counts as a miss. */
+  run(root: unknown, ancestors: object[], sink: unknown): unknown;
+  /** Whether `root` matches the plan's root node (a cheap pre-check). */
+  matchesRoot(root: unknown): boolean;
+  /** Misses of the runs so far (reset by the caller). */
+  misses: number;
+}
+
+/** A node of a plan. */
+export type PlanNode =
+  | { readonly kind: "none" }
+  | { readonly kind: "leaf" }
+  | { readonly kind: "other" }
+  | { readonly kind: "array"; readonly element: PlanNode }
+  | {
+    readonly kind: "object";
+    readonly keys: readonly string[];
+    readonly nullPrototype: boolean;
+    readonly values: readonly PlanNode[];
+  };
+
+const NONE: PlanNode = { kind: "none" };
+const LEAF: PlanNode = { kind: "leaf" };
+const OTHER: PlanNode = { kind: "other" };
+
+/** Containers at this depth and deeper are left to the generic walk. */
+export const MAX_PLAN_DEPTH = 24;
+/** Objects with more keys than this are left to the generic walk. */
+export const MAX_PLAN_KEYS = 256;
+/** Arrays longer than this are left to the generic walk (it checks them for holes). */
+export const MAX_PLAN_ARRAY_LENGTH = 1 << 16;
+/** The most container nodes one plan compiles; the rest are left generic. */
+export const MAX_PLAN_NODES = 1024;
+
+/**
+ * The plan of a walk's output: its containers (arrays, plain objects) are
+ * the input's, and an instance of `leafClass` stands where each leaf was.
+ * Arrays get one node for all their elements: the merge of the elements'
+ * nodes (elements of different kinds merge to "other").
+ */
+export function planOf(output: unknown, leafClass: PlanHooks["leafClass"]): PlanNode {
+  let budget = MAX_PLAN_NODES;
+  const node = (value: unknown, depth: number): PlanNode => {
+    if (typeof value !== "object" || value === null) return OTHER;
+    if (value instanceof leafClass) return LEAF;
+    if (depth >= MAX_PLAN_DEPTH || budget <= 0) return OTHER;
+    if (Array.isArray(value)) {
+      if (value.length > MAX_PLAN_ARRAY_LENGTH) return OTHER;
+      budget--;
+      let element = NONE;
+      for (let i = 0; i < value.length && element !== OTHER; i++) {
+        element = merge(element, node(value[i], depth + 1));
+      }
+      return { kind: "array", element };
+    }
+    const proto = Object.getPrototypeOf(value);
+    if (proto !== Object.prototype && proto !== null) return OTHER;
+    const keys = Object.keys(value);
+    if (keys.length > MAX_PLAN_KEYS || keys.includes("__proto__")) return OTHER;
+    budget--;
+    const record = value as Record<string, unknown>;
+    const values = keys.map((key) => node(record[key], depth + 1));
+    return { kind: "object", keys, nullPrototype: proto === null, values };
+  };
+  return node(output, 0);
+}
+
+/**
+ * One node for values of nodes `a` and `b`: `a` itself where `b` adds
+ * nothing (so that merging equal elements allocates nothing).
+ */
+function merge(a: PlanNode, b: PlanNode): PlanNode {
+  if (a === b || b.kind === "none") return a;
+  if (a.kind === "none") return b;
+  if (a.kind === "array" && b.kind === "array") {
+    const element = merge(a.element, b.element);
+    return element === a.element ? a : { kind: "array", element };
+  }
+  if (a.kind === "object" && b.kind === "object" && sameKeys(a, b)) {
+    let values: PlanNode[] | undefined;
+    for (let i = 0; i < a.values.length; i++) {
+      const value = merge(a.values[i], b.values[i]);
+      if (value !== a.values[i]) (values ??= a.values.slice())[i] = value;
+    }
+    return values ? { ...a, values } : a;
+  }
+  if (a.kind === b.kind && (a.kind === "leaf" || a.kind === "other")) return a;
+  return OTHER;
+}
+
+function sameKeys(
+  a: { keys: readonly string[]; nullPrototype: boolean },
+  b: { keys: readonly string[]; nullPrototype: boolean },
+): boolean {
+  if (a.nullPrototype !== b.nullPrototype || a.keys.length !== b.keys.length) return false;
+  for (let i = 0; i < a.keys.length; i++) if (a.keys[i] !== b.keys[i]) return false;
+  return true;
+}
+
+/**
+ * Compiles `root` into one function. Each node becomes inline code that
+ * checks the value and builds its output, or calls the generic walk.
+ */
+export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
+  const keyLists: (readonly string[])[] = [];
+  let names = 0;
+  const fresh = (prefix: string) => `${prefix}${names++}`;
+  const lines: string[] = [];
+  const generic = (v: string, depth: number) => `visit(${v}, ${depth}, anc, sink)`;
+
+  // Emits code that puts the walk of `v` (at `depth`) into variable `out`.
+  const emit = (node: PlanNode, v: string, depth: number, out: string, indent: string) => {
+    switch (node.kind) {
+      case "leaf":
+        lines.push(
+          // The leaf's checks inline (a disposed tensor, or one whose data
+          // shrank, goes to the generic walk, which throws its error).
+          `${indent}if (${v} instanceof Leaf && !${v}.disposed && ((d = leafData(${v})) === undefined || d.byteLength === ${v}.byteLength)) ${out} = sink.add(${v}, d);`,
+          `${indent}else ${out} = ${v} === null || typeof ${v} !== "object" ? ${v} : ${
+            generic(v, depth)
+          };`,
+        );
+        return;
+      case "none":
+      case "other":
+        lines.push(
+          `${indent}${out} = ${v} === null || typeof ${v} !== "object" ? ${v} : ${
+            generic(v, depth)
+          };`,
+        );
+        return;
+      case "array": {
+        const n = fresh("n"), o = fresh("o"), i = fresh("i"), e = fresh("e"), r = fresh("r");
+        lines.push(
+          `${indent}if (Array.isArray(${v}) && ${v}.length <= ${MAX_PLAN_ARRAY_LENGTH}) {`,
+          `${indent}  anc[${depth}] = ${v};`,
+          `${indent}  const ${n} = ${v}.length, ${o} = new Array(${n});`,
+          `${indent}  for (let ${i} = 0; ${i} < ${n}; ${i}++) {`,
+          `${indent}    const ${e} = ${v}[${i}];`,
+          `${indent}    let ${r};`,
+        );
+        emit(node.element, e, depth + 1, r, `${indent}    `);
+        lines.push(
+          `${indent}    ${o}[${i}] = ${r};`,
+          `${indent}  }`,
+          `${indent}  ${out} = ${o};`,
+          `${indent}} else {`,
+          `${indent}  plan.misses++;`,
+          `${indent}  ${out} = ${generic(v, depth)};`,
+          `${indent}}`,
+        );
+        return;
+      }
+      case "object": {
+        const k = keyLists.push(node.keys) - 1;
+        const j = fresh("j"), key = fresh("k"), ok = fresh("ok");
+        const proto = node.nullPrototype ? "null" : "ObjectPrototype";
+        // Exact own keys in order, without allocating: for-in lists own
+        // enumerable string keys in Object.keys order, then inherited
+        // enumerable ones (none on Object.prototype, unless it was
+        // changed: then no object matches, and the generic walk runs).
+        lines.push(
+          `${indent}let ${ok} = typeof ${v} === "object" && ${v} !== null && getPrototypeOf(${v}) === ${proto};`,
+          `${indent}if (${ok}) {`,
+          `${indent}  let ${j} = 0;`,
+          `${indent}  for (const ${key} in ${v}) {`,
+          `${indent}    if (${key} !== K${k}[${j}]) { ${ok} = false; break; }`,
+          `${indent}    ${j}++;`,
+          `${indent}  }`,
+          `${indent}  if (${j} !== ${node.keys.length}) ${ok} = false;`,
+          `${indent}}`,
+          `${indent}if (${ok}) {`,
+          `${indent}  anc[${depth}] = ${v};`,
+        );
+        // Every value is read before any is visited, as the generic walk does.
+        const values = node.keys.map(() => fresh("v"));
+        const outs = node.keys.map(() => fresh("w"));
+        node.keys.forEach((name, i) =>
+          lines.push(`${indent}  const ${values[i]} = ${v}[${JSON.stringify(name)}];`)
+        );
+        node.values.forEach((child, i) => {
+          lines.push(`${indent}  let ${outs[i]};`);
+          emit(child, values[i], depth + 1, outs[i], `${indent}  `);
+        });
+        const fields = node.keys.map((name, i) => `${JSON.stringify(name)}: ${outs[i]}`);
+        if (node.nullPrototype) fields.unshift("__proto__: null");
+        lines.push(
+          `${indent}  ${out} = { ${fields.join(", ")} };`,
+          `${indent}} else {`,
+          `${indent}  plan.misses++;`,
+          `${indent}  ${out} = ${generic(v, depth)};`,
+          `${indent}}`,
+        );
+        return;
+      }
+    }
+  };
+
+  lines.push(`"use strict";`, `return function run(root, anc, sink) {`, `  let result, d;`);
+  emit(root, "root", 0, "result", "  ");
+  lines.push(`  return result;`, `};`);
+  const constants = keyLists.map((_, k) => `K${k}`);
+  const plan: CompiledPlan = {
+    run: undefined as unknown as CompiledPlan["run"],
+    matchesRoot: rootCheck(root),
+    misses: 0,
+  };
+  plan.run = new Function(
+    "plan",
+    "visit",
+    "leafData",
+    "Leaf",
+    "getPrototypeOf",
+    "ObjectPrototype",
+    ...constants,
+    lines.join("\n"),
+  )(
+    plan,
+    hooks.visit,
+    hooks.leafData,
+    hooks.leafClass,
+    Object.getPrototypeOf,
+    Object.prototype,
+    ...keyLists,
+  );
+  return plan;
+}
+
+/**
+ * A cheap check of a root against the plan's first two levels: an array's
+ * first element, an object's keys (so that plans of different structures
+ * are told apart before one runs).
+ */
+function rootCheck(root: PlanNode): (value: unknown) => boolean {
+  const matches = (node: PlanNode, value: unknown, levels: number): boolean => {
+    if (node.kind === "array") {
+      if (!Array.isArray(value)) return false;
+      return levels === 0 || value.length === 0 || matches(node.element, value[0], levels - 1);
+    }
+    if (node.kind === "object") {
+      if (typeof value !== "object" || value === null) return false;
+      const proto = Object.getPrototypeOf(value);
+      if (proto !== (node.nullPrototype ? null : Object.prototype)) return false;
+      let j = 0;
+      for (const key in value) if (key !== node.keys[j++]) return false;
+      return j === node.keys.length;
+    }
+    return levels < 1;
+  };
+  return (value) => matches(root, value, 1);
+}

@@ -1,0 +1,336 @@
+import assert from "node:assert/strict";
+import { forgetPlans, MAX_DEPTH, planStats, walk } from "../src/traverse.ts";
+import { MAX_PLAN_DEPTH, planOf } from "../src/walk_plan.ts";
+import { Tensor } from "../src/tensor.ts";
+import { createBatchMetaData, random } from "../examples/reference_batch.ts";
+
+/** One stand-in tensor per TypedArray leaf, the same in every walk (as a copy's outputs are tensors). */
+const standIns = new WeakMap<object, Tensor>();
+
+/**
+ * A walk whose sink puts a tensor in each leaf's place (the leaf itself, or
+ * its stand-in): the output and the leaves with their data, in order.
+ */
+function record(input: unknown): { output: unknown; leaves: unknown[] } {
+  const leaves: unknown[] = [];
+  const output = walk(input, {
+    add: (leaf, data) => {
+      leaves.push(leaf, data);
+      if (leaf instanceof Tensor) return leaf;
+      let standIn = standIns.get(leaf);
+      if (!standIn) standIns.set(leaf, standIn = Tensor.from(new Float32Array(1)));
+      return standIn;
+    },
+  });
+  return { output, leaves };
+}
+
+/** The generic walk of `input` (no plan is kept before it). */
+function generic(input: unknown) {
+  forgetPlans();
+  return record(input);
+}
+
+/** The walk of `input` by the plan of `template` (walked twice before, which compiles it). */
+function planned(template: unknown, input: unknown) {
+  forgetPlans();
+  record(template);
+  record(template);
+  return record(input);
+}
+
+/** The error message a walk of `input` throws. */
+function errorOf(walkIt: () => unknown): string {
+  try {
+    walkIt();
+  } catch (error) {
+    return `${(error as Error).name}: ${(error as Error).message}`;
+  }
+  return "no error";
+}
+
+/** A short description of any value (null-prototype objects have no toString). */
+function describe(value: unknown): string {
+  if (typeof value !== "object" || value === null) return String(value);
+  return Array.isArray(value) ? "an array" : Object.prototype.toString.call(value);
+}
+
+/** Asserts that two outputs have the same containers, keys in order, and the same other values. */
+function assertSameOutput(a: unknown, b: unknown, path = "$"): void {
+  if (typeof a !== "object" || a === null || typeof b !== "object" || b === null) {
+    assert.ok(Object.is(a, b), `${path}: ${describe(a)} against ${describe(b)}`);
+    return;
+  }
+  if (Array.isArray(a)) {
+    assert.ok(Array.isArray(b), `${path}: an array against ${describe(b)}`);
+    assert.equal(a.length, (b as unknown[]).length, `${path}.length`);
+    a.forEach((value, i) => assertSameOutput(value, (b as unknown[])[i], `${path}[${i}]`));
+    return;
+  }
+  if (a instanceof Map) {
+    assert.ok(b instanceof Map, `${path}: a Map against ${describe(b)}`);
+    assert.deepEqual([...a.keys()], [...b.keys()], `${path} keys`);
+    for (const [key, value] of a) {
+      assertSameOutput(value, b.get(key), `${path}.get(${String(key)})`);
+    }
+    return;
+  }
+  const proto = Object.getPrototypeOf(a);
+  if (proto !== Object.prototype && proto !== null) {
+    assert.equal(a, b, `${path}: passed through by reference`);
+    return;
+  }
+  assert.equal(Object.getPrototypeOf(b), proto, `${path}: prototype`);
+  assert.deepEqual(Object.keys(b), Object.keys(a), `${path}: keys in order`);
+  for (const key of Object.keys(a)) {
+    assertSameOutput(
+      (a as Record<string, unknown>)[key],
+      (b as Record<string, unknown>)[key],
+      `${path}.${key}`,
+    );
+  }
+}
+
+/** Asserts that the planned walk of `input` (by `template`'s plan) is its generic walk. */
+function assertPlannedIsGeneric(template: unknown, input: unknown, message?: string): void {
+  const expected = generic(input);
+  const actual = planned(template, input);
+  assertSameOutput(actual.output, expected.output);
+  assert.equal(actual.leaves.length, expected.leaves.length, message);
+  actual.leaves.forEach((leaf, i) => assert.equal(leaf, expected.leaves[i], message));
+}
+
+Deno.test("a structure walked twice is compiled, and its next walk runs the plan without misses", () => {
+  forgetPlans();
+  const batch = createBatchMetaData(4);
+  const before = planStats().compiled;
+  record(batch);
+  assert.equal(planStats().lastPlanned, false, "a one-off walk is generic");
+  record(batch);
+  assert.equal(planStats().compiled, before + 1);
+  const { output } = record(batch);
+  assert.deepEqual(
+    { planned: planStats().lastPlanned, misses: planStats().lastMisses },
+    { planned: true, misses: 0 },
+  );
+  assertSameOutput(output, generic(batch).output);
+});
+
+Deno.test("a plan covers batches of other lengths and other tensor sizes without misses", () => {
+  const small = createBatchMetaData(2, 1);
+  const large = createBatchMetaData(9, 7);
+  assertPlannedIsGeneric(small, large);
+  assert.deepEqual([planStats().lastPlanned, planStats().lastMisses], [true, 0]);
+});
+
+Deno.test("a value that no longer matches its node goes to the generic walk, with the generic result", () => {
+  const leaf = () => Tensor.from(new Float32Array([1, 2]));
+  const template = () => ({ items: [{ a: leaf(), b: 1 }, { a: leaf(), b: 2 }], meta: { n: 2 } });
+  class Custom {
+    a = leaf();
+  }
+  const changes: [string, (input: ReturnType<typeof template>) => unknown][] = [
+    ["a key added", (x) => ((x.items[1] as Record<string, unknown>).c = leaf(), x)],
+    ["a key removed", (x) => (delete (x.items[0] as Record<string, unknown>).b, x)],
+    ["keys reordered", (x) => (x.items[0] = { b: 1, a: x.items[0].a }, x)],
+    ["a null prototype", (x) => (x.items[0] = Object.assign(Object.create(null), x.items[0]), x)],
+    ["a leaf now a number", (x) => ((x.items[0] as Record<string, unknown>).a = 3, x)],
+    ["a leaf now an array", (x) => ((x.items[0] as Record<string, unknown>).a = [leaf()], x)],
+    [
+      "a leaf now a Map",
+      (x) => ((x.items[0] as Record<string, unknown>).a = new Map([[1, leaf()]]), x),
+    ],
+    [
+      "a leaf now a TypedArray",
+      (x) => ((x.items[0] as Record<string, unknown>).a = new Int8Array(3), x),
+    ],
+    ["an object now a class instance", (x) => ((x.items as unknown[])[1] = new Custom(), x)],
+    ["an object now an array", (x) => ((x as Record<string, unknown>).meta = [leaf()], x)],
+    ["an array now an object", (x) => ((x as Record<string, unknown>).items = { 0: leaf() }, x)],
+    ["a number now an object", (x) => ((x.meta as Record<string, unknown>).n = { t: leaf() }, x)],
+    ["the root now an array", () => [leaf(), { a: leaf() }]],
+    ["a frozen object", (x) => (Object.freeze(x.items[0]), x)],
+  ];
+  for (const [what, change] of changes) {
+    assertPlannedIsGeneric(template(), change(template()), what);
+  }
+});
+
+Deno.test("an enumerable key on Object.prototype makes objects miss, and the result keeps only own keys", () => {
+  const input = { a: new Float32Array(1), b: [{ c: new Int32Array(2) }] };
+  const template = { a: new Float32Array(1), b: [{ c: new Int32Array(2) }] };
+  forgetPlans();
+  record(template);
+  record(template);
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.polluted = 1;
+  try {
+    const actual = record(input);
+    // The root's own check already fails: no plan runs.
+    assert.equal(planStats().lastPlanned, false);
+    delete prototype.polluted;
+    assertSameOutput(actual.output, generic(input).output);
+  } finally {
+    delete prototype.polluted;
+  }
+});
+
+Deno.test("a subtree shared by a planned and an unplanned position is no cycle", () => {
+  const shared = { x: Tensor.from(new Float32Array(1)) };
+  const template = { a: 1, b: { c: { d: 1 } } };
+  const input = { a: shared, b: { c: { d: shared } } };
+  assertPlannedIsGeneric(template, input);
+  assert.equal(planStats().lastPlanned, true);
+});
+
+Deno.test("a long holey array in a planned position keeps its holes (the generic walk visits only its keys)", () => {
+  const t = Tensor.from(new Float32Array(1));
+  const holey: unknown[] = [];
+  holey[70_000] = t;
+  const { output } = planned({ rows: [t] }, { rows: holey });
+  const rows = (output as { rows: unknown[] }).rows;
+  assert.equal(rows.length, 70_001);
+  assert.deepEqual(Object.keys(rows), ["70000"]);
+});
+
+Deno.test("errors in a planned walk name the path the generic walk names", () => {
+  const template = () => ({ rows: [{ t: Tensor.from(new Float32Array(1)), x: [1] }] });
+  const cyclic = template();
+  (cyclic.rows[0].x as unknown[]).push(cyclic);
+  const disposed = template();
+  disposed.rows.push({ t: Tensor.from(new Float32Array(1)), x: [2] });
+  disposed.rows[1].t.dispose();
+  const detached = template();
+  const buffer = new ArrayBuffer(8);
+  (detached.rows[0] as Record<string, unknown>).t = new Float32Array(buffer);
+  structuredClone(buffer, { transfer: [buffer] });
+  const shrunk = template();
+  const resizable = new ArrayBuffer(8, { maxByteLength: 16 });
+  shrunk.rows[0].t = Tensor.from(new Float32Array(resizable));
+  resizable.resize(4);
+  let deep: unknown = new Float32Array(1);
+  for (let i = 0; i < MAX_DEPTH + 5; i++) deep = [deep];
+  const tooDeep = template();
+  (tooDeep.rows[0] as Record<string, unknown>).x = deep;
+  for (const input of [cyclic, disposed, detached, shrunk, tooDeep]) {
+    const expected = errorOf(() => generic(input));
+    assert.notEqual(expected, "no error");
+    assert.equal(errorOf(() => planned(template(), input)), expected);
+  }
+});
+
+Deno.test("a planned walk reads each value once, as the generic walk does", () => {
+  let reads = 0;
+  const make = () => ({
+    get t() {
+      reads++;
+      return new Float32Array(1);
+    },
+    u: 1,
+  });
+  forgetPlans();
+  record([make()]);
+  record([make()]);
+  reads = 0;
+  record([make(), make()]);
+  assert.equal(planStats().lastPlanned, true);
+  assert.equal(reads, 2);
+});
+
+Deno.test("structures that change on every walk are compiled ever more rarely", () => {
+  forgetPlans();
+  const before = planStats().compiled;
+  for (let i = 0; i < 200; i++) record({ [`key${i}`]: new Float32Array(1) });
+  const compiled = planStats().compiled - before;
+  assert.ok(compiled >= 2 && compiled <= 10, `${compiled} plans compiled for 200 walks`);
+  assert.ok(planStats().kept <= 4);
+});
+
+Deno.test("planOf() merges array elements into one node and stops at the plan depth", () => {
+  const t = Tensor.from(new Float32Array(1));
+  assert.deepEqual(planOf([{ a: t }, { a: t }, {}], Tensor).kind, "array");
+  const node = planOf([{ a: t }, { a: 1 }], Tensor);
+  assert.equal(node.kind === "array" && node.element.kind, "object");
+  const mixed = planOf([{ a: t }, [t]], Tensor);
+  assert.equal(mixed.kind === "array" && mixed.element.kind, "other");
+  let deep: unknown = t;
+  for (let i = 0; i < MAX_PLAN_DEPTH + 3; i++) deep = [deep];
+  let node2 = planOf(deep, Tensor);
+  let depth = 0;
+  while (node2.kind === "array") node2 = node2.element, depth++;
+  assert.equal(depth, MAX_PLAN_DEPTH);
+  assert.equal(node2.kind, "other");
+});
+
+Deno.test("random structures and random changes: a planned walk is always the generic walk", () => {
+  const rand = random(7);
+  const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
+  const KEYS = ["a", "b", "c", "d", "1", "__proto__"];
+  const shared = new Date(0);
+  class Box {
+    v = new Float32Array(1);
+  }
+  const value = (depth: number): unknown => {
+    const kind = depth > 3 ? pick([0, 1, 2, 3]) : pick([0, 1, 2, 3, 4, 5, 5, 6, 7]);
+    switch (kind) {
+      case 0:
+        return pick([1, "s", null, undefined, true, shared, new Box()]);
+      case 1:
+        return Tensor.from(new Float32Array(1 + Math.floor(rand() * 3)));
+      case 2:
+        return new Int32Array(Math.floor(rand() * 3));
+      case 3:
+        return new Uint8Array(2);
+      case 4:
+        return new Map([[pick(KEYS), value(depth + 1)]]);
+      case 5:
+      case 6: {
+        const keys = KEYS.filter(() => rand() < 0.5);
+        const object = rand() < 0.2 ? Object.create(null) : {};
+        for (const key of keys) {
+          Object.defineProperty(object, key, {
+            value: value(depth + 1),
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
+        }
+        return object;
+      }
+      default:
+        return Array.from({ length: Math.floor(rand() * 4) }, () => value(depth + 1));
+    }
+  };
+  // A copy with some values replaced (same containers where not replaced).
+  const change = (input: unknown, depth: number): unknown => {
+    if (rand() < 0.08) return value(depth);
+    if (Array.isArray(input)) {
+      const output = input.map((v) => change(v, depth + 1));
+      if (rand() < 0.1) output.push(value(depth + 1));
+      return output;
+    }
+    if (typeof input === "object" && input !== null && !(input instanceof Tensor)) {
+      const proto = Object.getPrototypeOf(input);
+      if (proto !== Object.prototype && proto !== null) return input;
+      const output = Object.create(proto);
+      for (const key of Object.keys(input)) {
+        Object.defineProperty(output, key, {
+          value: change((input as Record<string, unknown>)[key], depth + 1),
+          enumerable: true,
+          writable: true,
+          configurable: true,
+        });
+      }
+      return output;
+    }
+    return input;
+  };
+  let plannedWalks = 0;
+  for (let round = 0; round < 400; round++) {
+    const template = [value(0), value(0)];
+    const input = rand() < 0.3 ? change(template, 0) : change(change(template, 0), 0);
+    assertPlannedIsGeneric(template, input, `round ${round}`);
+    if (planStats().lastPlanned) plannedWalks++;
+  }
+  assert.ok(plannedWalks > 200, `${plannedWalks} of 400 walks ran a plan`);
+});
