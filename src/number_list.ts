@@ -43,3 +43,23 @@ export function borrowList(): NumberList {
 export function returnList(list: NumberList): void {
   if (idle.length < 64) idle.push(list);
 }
+
+let positions = new Uint32Array(0);
+
+/**
+ * The positions 0..n-1, as a view of one shared, growing array (no array
+ * of positions is built per copy; a view never changes).
+ *
+ * @example
+ * ```ts
+ * import { firstPositions } from "./number_list.ts";
+ * console.assert(Array.from(firstPositions(3)).join() === "0,1,2");
+ * ```
+ */
+export function firstPositions(n: number): Uint32Array {
+  if (positions.length < n) {
+    positions = new Uint32Array(Math.max(n, 2 * positions.length));
+    for (let k = 0; k < positions.length; k++) positions[k] = k;
+  }
+  return positions.subarray(0, n);
+}

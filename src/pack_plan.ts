@@ -21,7 +21,7 @@
  * @module
  */
 
-import { borrowList, type NumberList, returnList } from "./number_list.ts";
+import { borrowList, firstPositions, type NumberList, returnList } from "./number_list.ts";
 
 /** Tensors larger than this are never packed. */
 export const MAX_PACKED_TENSOR_BYTES = 256 * 1024;
@@ -169,15 +169,21 @@ export function planPacking(
 export class SequentialPacker {
   /** Whether the plan is still valid. */
   valid: boolean;
-  /** Indices of the packed tensors (as given to `add`). */
-  readonly members: NumberList = borrowList();
-  /** Their offsets from the chunk base. */
+  /** Offsets of the packed tensors from the chunk base. */
   readonly offsets: NumberList = borrowList();
   /** End of the payload. */
   end = 0;
   readonly #align: number;
   readonly #limit: number;
   readonly #maxChunk: number;
+  /**
+   * The packed tensors' indices, listed only once they stop being the
+   * indices 0, 1, 2, ... (a leaf too large to pack): in the common case
+   * every leaf offered is packed, and its index costs nothing to keep.
+   */
+  readonly #listed: NumberList = borrowList();
+  #count = 0;
+  #dense = true;
 
   /** A packer for `options`; invalid from the start if they need buckets. */
   constructor(options: PackOptions) {
@@ -188,9 +194,14 @@ export class SequentialPacker {
     this.#limit = Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes);
   }
 
+  /** Indices of the packed tensors (as given to `add`), in order. */
+  get members(): ArrayLike<number> {
+    return this.#dense ? firstPositions(this.#count) : this.#listed.view();
+  }
+
   /** Returns the packer's lists for reuse; it must not be used afterwards. */
   dispose(): void {
-    returnList(this.members);
+    returnList(this.#listed);
     returnList(this.offsets);
   }
 
@@ -206,15 +217,35 @@ export class SequentialPacker {
   add(index: number, bytes: number): boolean {
     if (!this.valid || bytes > this.#limit) return false;
     const align = this.#align;
-    const misalignment = this.end % align;
-    const offset = misalignment === 0 ? this.end : this.end + align - misalignment;
+    const end = this.end;
+    // Rounding up by a bit mask (the alignment is a power of two) while
+    // it stays within 32-bit integers, by a remainder beyond.
+    let offset: number;
+    if (end < BIT_MASK_LIMIT) {
+      offset = (end + align - 1) & -align;
+    } else {
+      const misalignment = end % align;
+      offset = misalignment === 0 ? end : end + align - misalignment;
+    }
     if (offset + bytes > this.#maxChunk) {
       this.valid = false;
       return false;
     }
-    this.members.push(index);
+    if (!this.#dense || index !== this.#count) this.#list(index);
+    this.#count++;
     this.offsets.push(offset);
     this.end = offset + bytes;
     return true;
   }
+
+  #list(index: number): void {
+    if (this.#dense) {
+      this.#dense = false;
+      for (let k = 0; k < this.#count; k++) this.#listed.push(k);
+    }
+    this.#listed.push(index);
+  }
 }
+
+/** Payload ends below this are rounded up with 32-bit bit operations. */
+const BIT_MASK_LIMIT = 2 ** 30;

@@ -104,7 +104,7 @@ Deno.test("SequentialPacker gives the layout planPacking gives for a uniform ali
     bytes.forEach((size, i) => packer.add(i, size));
     assert.ok(packer.valid);
     const [chunk] = plan(bytes, elementSizes, options, () => 4096);
-    assert.deepEqual(Array.from(packer.members.view()), chunk.members);
+    assert.deepEqual(Array.from(packer.members), chunk.members);
     assert.deepEqual(Array.from(packer.offsets.view()), chunk.offsets);
     assert.equal(packer.end, chunk.end);
   }

@@ -101,7 +101,8 @@ function sequentialChunk(
   blocks: Block[],
 ): ChunkPlan[] | undefined {
   if (!packer?.valid) return undefined;
-  if (packer.members.length < 2) return [];
+  const members = packer.members;
+  if (members.length < 2) return [];
   const block = pool.acquire(packer.end);
   if (block.address % CHUNK_BASE_ALIGNMENT !== 0) {
     pool.release(block);
@@ -109,7 +110,7 @@ function sequentialChunk(
   }
   blocks.push(block);
   return [{
-    members: packer.members.view(),
+    members,
     offsets: packer.offsets.view(),
     base: block.address,
     start: 0,
@@ -119,10 +120,11 @@ function sequentialChunk(
 
 /**
  * Gives every chunk's block to its outputs (one `Storage` per chunk, held
- * by its members). Callers bind after queueing the chunks' transfers, in a
- * `finally`: a failure then releases the blocks with the outputs.
- * (Measured with injected faults: binding after the DMA without `finally`
- * leaked the chunk when staging failed.)
+ * by its members). Callers bind after queueing the chunks' transfers, so
+ * that binding overlaps the DMA, and in a `finally`, so that after a
+ * failure the outputs' disposal gives the blocks back (binding after the
+ * DMA without `finally` leaked the chunk when staging failed, under
+ * injected faults). The arena path binds its runs the same way.
  */
 export function bindChunks(
   route: Route,
@@ -176,9 +178,7 @@ export function gatherChunks(
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
-  // Bound after the sends are queued (binding overlaps them), and in
-  // `finally`, so that after a failure the outputs' disposal gives the
-  // chunks back.
+  // Outputs are bound after the sends are queued, in `finally` (bindChunks says why).
   try {
     for (const { plan } of chunks) {
       const { members, offsets, base, start, end } = plan;

@@ -14,6 +14,7 @@ import { copyAsync } from "../../ffi/native.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import { elementSizeOf } from "../dtype.ts";
 import { devicePool } from "../memory/device_memory.ts";
+import { firstPositions } from "../number_list.ts";
 import { Storage } from "../memory/storage.ts";
 import { effectiveAlignment, SequentialPacker } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
@@ -71,7 +72,7 @@ function sendRuns(
     }
   }
   // A producer that fills the arena in the walk's order needs no sort.
-  const order = sorted ? identity(n) : byOffset(offsets, n);
+  const order = sorted ? firstPositions(n) : byOffset(offsets, n);
   // With a power-of-two alignment of at least 8, every dtype gets exactly
   // it: no per-leaf dtype lookup.
   const uniform = SequentialPacker.applies(options.minPackedAlignmentBytes)
@@ -141,17 +142,6 @@ function sortedByPacking(offsets: Float64Array, n: number): ArrayLike<number> {
   return order;
 }
 
-let positions = new Uint32Array(0);
-
-/** The positions 0..n-1 (reused: the common, sorted case allocates nothing). */
-function identity(n: number): Uint32Array {
-  if (positions.length < n) {
-    positions = new Uint32Array(Math.max(n, 2 * positions.length));
-    for (let k = 0; k < positions.length; k++) positions[k] = k;
-  }
-  return positions;
-}
-
 interface Run {
   arena: ArenaMemory;
   /** Route indices of the arena's leaves, their offsets, and their order by offset. */
@@ -173,8 +163,7 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
   const span = run.end - start;
   const block = pool.acquire(span);
   const storage = new Storage(pool, block, to - from);
-  // Bound after the DMA is queued (binding overlaps it), and in `finally`,
-  // so that after a failure the outputs' disposal gives the block back.
+  // Outputs are bound after the DMA is queued, in `finally` (bindChunks in chunks.ts says why).
   try {
     if (span > 0) {
       copyAsync({
