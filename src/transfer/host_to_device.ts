@@ -12,9 +12,11 @@ import {
   type TypedArrayConstructor,
   typedArrayNameOf,
 } from "../dtype.ts";
+import type { Block } from "../memory/block_pool.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
+import type { ChunkPlan } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
 import { bindChunks, placeChunks } from "./chunks.ts";
@@ -31,59 +33,26 @@ export function hostToDevice(route: Route, submission: Submission): void {
   submission.involve(target);
   if (options.packCpuTensors) {
     const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
-    // Outputs are bound after their chunks' DMAs are queued, so that binding
-    // overlaps the DMA, and in `finally`, so that after a failure the
-    // outputs' disposal gives the blocks back (binding after the DMA without
-    // it leaked the chunk when staging failed, under injected faults).
+    // Outputs are bound after the DMAs are queued, in `finally` (bindChunks says why).
     try {
       for (const { plan } of chunks) {
-        const { members, offsets, base, start, end } = plan;
-        const payload = end - start;
+        const payload = plan.end - plan.start;
         const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
         if (stage && payload >= PARALLEL_PACK_MIN_BYTES) {
           packInParallel(route, h2d, plan, stage, packed);
-          sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
-          submission.stats.packedTensors += members.length;
-          packedCount += members.length;
-          continue;
-        }
-        // One view of the chunk per element type, found by the array's
-        // internal type name (never its `constructor`, so that a view of the
-        // same element type copies the bytes unchanged): the last one first,
-        // then a scan of the few seen in this chunk. (Map lookups per type
-        // change, ~1000 per reference batch, showed in profiles.)
-        let lastType: string | undefined;
-        let view: TypedArray | undefined;
-        let elementBytes = 1;
-        typeNames.length = typeViews.length = 0;
-        for (let m = 0; m < members.length; m++) {
-          const k = members[m];
-          packed[k] = 1;
-          const src = route.hostBytes(h2d[k]);
-          const type = typedArrayNameOf(src)!;
-          if (type !== lastType) {
-            lastType = type;
-            let t = typeNames.indexOf(type);
-            if (t < 0) {
-              const cls = builtinClassOf(src);
-              t = typeNames.push(type) - 1;
-              typeViews.push(stage ? pinnedView(stage, cls) : pageableView(payload, cls));
-            }
-            view = typeViews[t];
-            elementBytes = view.BYTES_PER_ELEMENT;
-          }
-          view!.set(src as never, (offsets[m] - start) / elementBytes);
-        }
-        if (stage) {
-          sendChunk(submission, { device: target, dst: base + start, src: stage.address, payload });
         } else {
-          const src = new Uint8Array(pageableScratch, 0, payload);
-          copyFromBuffer({ device: target, dst: base + start, src });
-          submission.stats.chunks++;
-          submission.stats.copies++;
+          packBySet(route, h2d, plan, stage, packed);
         }
-        submission.stats.packedTensors += members.length;
-        packedCount += members.length;
+        const dst = plan.base + plan.start;
+        if (stage) {
+          copyAsync({ device: target, dst, src: stage.address, bytes: payload });
+        } else {
+          copyFromBuffer({ device: target, dst, src: new Uint8Array(pageableScratch, 0, payload) });
+        }
+        submission.stats.chunks++;
+        submission.stats.copies++;
+        submission.stats.packedTensors += plan.members.length;
+        packedCount += plan.members.length;
       }
     } finally {
       bindChunks(route, chunks, { indices: h2d, pool });
@@ -115,14 +84,46 @@ export function hostToDevice(route: Route, submission: Submission): void {
   }
 }
 
-/** Queues the DMA of a chunk packed in pinned memory. */
-function sendChunk(
-  submission: Submission,
-  { device, dst, src, payload }: { device: number; dst: number; src: number; payload: number },
+/**
+ * Packs the members of `plan` (positions in `h2d`) into `stage`, or into
+ * the pageable scratch buffer without one, by one `set` per member, and
+ * marks them in `packed`.
+ */
+function packBySet(
+  route: Route,
+  h2d: ArrayLike<number>,
+  plan: ChunkPlan,
+  stage: Block | undefined,
+  packed: Uint8Array,
 ): void {
-  copyAsync({ device, dst, src, bytes: payload });
-  submission.stats.chunks++;
-  submission.stats.copies++;
+  const { members, offsets, start, end } = plan;
+  // One view of the chunk per element type, found by the array's internal
+  // type name (never its `constructor`, so that a view of the same element
+  // type copies the bytes unchanged): the last one first, then a scan of
+  // the few seen in this chunk. (Map lookups per type change, ~1000 per
+  // reference batch, showed in profiles.)
+  let lastType: string | undefined;
+  let view: TypedArray | undefined;
+  let elementBytes = 1;
+  typeNames.length = typeViews.length = 0;
+  for (let m = 0; m < members.length; m++) {
+    const k = members[m];
+    packed[k] = 1;
+    const src = route.hostBytes(h2d[k]);
+    const type = typedArrayNameOf(src)!;
+    if (type !== lastType) {
+      lastType = type;
+      let t = typeNames.indexOf(type);
+      if (t < 0) {
+        const cls = builtinClassOf(src);
+        t = typeNames.push(type) - 1;
+        typeViews.push(stage ? pinnedView(stage, cls) : pageableView(end - start, cls));
+      }
+      view = typeViews[t];
+      elementBytes = view.BYTES_PER_ELEMENT;
+    }
+    view!.set(src as never, (offsets[m] - start) / elementBytes);
+  }
 }
 
 /**
