@@ -136,12 +136,13 @@ function planFor(root: unknown): CompiledPlan | undefined {
 
 /**
  * Compiles the structure just walked once two walks in a row were not
- * covered by a plan (a one-off copy compiles nothing). Compiling again soon
- * after, while structures keep changing, waits twice as long each time.
+ * covered by a plan (a one-off copy compiles nothing). While no compiled
+ * plan covers a walk (structures keep changing), each compile waits for
+ * twice as many uncovered walks as the one before.
  */
 function afterWalk(plan: CompiledPlan | undefined, output: unknown): void {
   if (plan !== undefined && plan.misses === 0) {
-    uncoveredWalks = 0;
+    uncoveredWalks = compileWait = 0;
     nextCompileWait = 1;
     return;
   }
@@ -344,6 +345,7 @@ function visit(
 const PLAN_HOOKS: PlanHooks = {
   visit: visit as PlanHooks["visit"],
   leafData: tensorData,
+  isLeafArray: isTypedArray,
   leafClass: Tensor,
 };
 

@@ -28,6 +28,8 @@ import type { Tensor } from "./tensor.ts";
 export interface PlanHooks {
   /** The generic walk of one value at `depth` (with its ancestors). */
   visit(value: unknown, depth: number, ancestors: object[], sink: unknown): unknown;
+  /** Whether a value is a TypedArray leaf (`isTypedArray`). */
+  isLeafArray(value: unknown): value is { byteLength: number };
   /** The host data of a leaf (`tensorData`), compared with its `byteLength`. */
   leafData(value: Tensor): { byteLength: number } | undefined;
   /** The class of the leaves a plan checks for inline. */
@@ -44,11 +46,18 @@ export interface CompiledPlan {
   misses: number;
 }
 
-/** A node of a plan. */
+/**
+ * A node of a plan: `none` (no value seen: an empty array's elements),
+ * `leaf` (a `Tensor` or TypedArray), `other` (a primitive or an object
+ * passed through), `generic` (a container the plan leaves to the generic
+ * walk: a Map, one past the plan's limits, or values of different kinds),
+ * or a compiled array or plain object.
+ */
 export type PlanNode =
   | { readonly kind: "none" }
   | { readonly kind: "leaf" }
   | { readonly kind: "other" }
+  | { readonly kind: "generic" }
   | { readonly kind: "array"; readonly element: PlanNode }
   | {
     readonly kind: "object";
@@ -60,6 +69,7 @@ export type PlanNode =
 const NONE: PlanNode = { kind: "none" };
 const LEAF: PlanNode = { kind: "leaf" };
 const OTHER: PlanNode = { kind: "other" };
+const GENERIC: PlanNode = { kind: "generic" };
 
 /** Containers at this depth and deeper are left to the generic walk. */
 export const MAX_PLAN_DEPTH = 24;
@@ -81,20 +91,22 @@ export function planOf(output: unknown, leafClass: PlanHooks["leafClass"]): Plan
   const node = (value: unknown, depth: number): PlanNode => {
     if (typeof value !== "object" || value === null) return OTHER;
     if (value instanceof leafClass) return LEAF;
-    if (depth >= MAX_PLAN_DEPTH || budget <= 0) return OTHER;
-    if (Array.isArray(value)) {
-      if (value.length > MAX_PLAN_ARRAY_LENGTH) return OTHER;
+    if (value instanceof Map) return GENERIC;
+    const array = Array.isArray(value);
+    const proto = array ? Array.prototype : Object.getPrototypeOf(value);
+    if (!array && proto !== Object.prototype && proto !== null) return OTHER;
+    if (depth >= MAX_PLAN_DEPTH || budget <= 0) return GENERIC;
+    if (array) {
+      if (value.length > MAX_PLAN_ARRAY_LENGTH) return GENERIC;
       budget--;
       let element = NONE;
-      for (let i = 0; i < value.length && element !== OTHER; i++) {
+      for (let i = 0; i < value.length && element !== GENERIC; i++) {
         element = merge(element, node(value[i], depth + 1));
       }
       return { kind: "array", element };
     }
-    const proto = Object.getPrototypeOf(value);
-    if (proto !== Object.prototype && proto !== null) return OTHER;
     const keys = Object.keys(value);
-    if (keys.length > MAX_PLAN_KEYS || keys.includes("__proto__")) return OTHER;
+    if (keys.length > MAX_PLAN_KEYS || keys.includes("__proto__")) return GENERIC;
     budget--;
     const record = value as Record<string, unknown>;
     const values = keys.map((key) => node(record[key], depth + 1));
@@ -122,8 +134,8 @@ function merge(a: PlanNode, b: PlanNode): PlanNode {
     }
     return values ? { ...a, values } : a;
   }
-  if (a.kind === b.kind && (a.kind === "leaf" || a.kind === "other")) return a;
-  return OTHER;
+  if (a.kind === b.kind && a.kind !== "array" && a.kind !== "object") return a;
+  return GENERIC;
 }
 
 function sameKeys(
@@ -145,27 +157,32 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
   const fresh = (prefix: string) => `${prefix}${names++}`;
   const lines: string[] = [];
   const generic = (v: string, depth: number) => `visit(${v}, ${depth}, anc, sink)`;
+  // A primitive as it is, any object through `call`.
+  const passOr = (v: string, call: string) =>
+    `${v} === null || typeof ${v} !== "object" ? ${v} : ${call}`;
 
   // Emits code that puts the walk of `v` (at `depth`) into variable `out`.
   const emit = (node: PlanNode, v: string, depth: number, out: string, indent: string) => {
     switch (node.kind) {
       case "leaf":
+        // The leaf's checks inline (a disposed tensor, one whose data
+        // shrank, or an empty TypedArray, which may be detached, goes to
+        // the generic walk, which checks it and throws its error).
         lines.push(
-          // The leaf's checks inline (a disposed tensor, or one whose data
-          // shrank, goes to the generic walk, which throws its error).
           `${indent}if (${v} instanceof Leaf && !${v}.disposed && ((d = leafData(${v})) === undefined || d.byteLength === ${v}.byteLength)) ${out} = sink.add(${v}, d);`,
-          `${indent}else ${out} = ${v} === null || typeof ${v} !== "object" ? ${v} : ${
-            generic(v, depth)
-          };`,
+          `${indent}else if (isLeafArray(${v}) && ${v}.byteLength !== 0) ${out} = sink.add(${v}, ${v});`,
+          `${indent}else ${out} = ${passOr(v, `visitCounting(${v}, ${depth}, anc, sink, plan)`)};`,
         );
         return;
       case "none":
       case "other":
+        // A container here is a miss: the structure grew past the plan.
         lines.push(
-          `${indent}${out} = ${v} === null || typeof ${v} !== "object" ? ${v} : ${
-            generic(v, depth)
-          };`,
+          `${indent}${out} = ${passOr(v, `visitCounting(${v}, ${depth}, anc, sink, plan)`)};`,
         );
+        return;
+      case "generic":
+        lines.push(`${indent}${out} = ${passOr(v, generic(v, depth))};`);
         return;
       case "array": {
         const n = fresh("n"), o = fresh("o"), i = fresh("i"), e = fresh("e"), r = fresh("r");
@@ -246,7 +263,9 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
   plan.run = new Function(
     "plan",
     "visit",
+    "visitCounting",
     "leafData",
+    "isLeafArray",
     "Leaf",
     "getPrototypeOf",
     "ObjectPrototype",
@@ -255,13 +274,31 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
   )(
     plan,
     hooks.visit,
+    visitCounting(hooks.visit),
     hooks.leafData,
+    hooks.isLeafArray,
     hooks.leafClass,
     Object.getPrototypeOf,
     Object.prototype,
     ...keyLists,
   );
   return plan;
+}
+
+/**
+ * The generic walk of an object where the plan expected none (or a leaf),
+ * counting a miss when it is a container a plan could compile.
+ */
+function visitCounting(visit: PlanHooks["visit"]) {
+  return (value: object, depth: number, ancestors: object[], sink: unknown, plan: CompiledPlan) => {
+    if (Array.isArray(value)) {
+      plan.misses++;
+    } else {
+      const proto = Object.getPrototypeOf(value);
+      if (proto === Object.prototype || proto === null) plan.misses++;
+    }
+    return visit(value, depth, ancestors, sink);
+  };
 }
 
 /**
@@ -283,7 +320,13 @@ function rootCheck(root: PlanNode): (value: unknown) => boolean {
       for (const key in value) if (key !== node.keys[j++]) return false;
       return j === node.keys.length;
     }
-    return levels < 1;
+    if (levels > 0) return false;
+    if (node.kind !== "leaf") return true;
+    // A leaf's place: anything but an array or a plain object.
+    if (typeof value !== "object" || value === null) return true;
+    if (Array.isArray(value)) return false;
+    const proto = Object.getPrototypeOf(value);
+    return proto !== Object.prototype && proto !== null;
   };
   return (value) => matches(root, value, 1);
 }

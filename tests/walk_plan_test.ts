@@ -123,6 +123,34 @@ Deno.test("a plan covers batches of other lengths and other tensor sizes without
   assert.deepEqual([planStats().lastPlanned, planStats().lastMisses], [true, 0]);
 });
 
+Deno.test("a structure that outgrew the plan run on it gets its own plan", () => {
+  forgetPlans();
+  const t = () => Tensor.from(new Float32Array(2));
+  const lists = [[t(), t()], [t()]];
+  record(lists);
+  record(lists);
+  // The plan of lists of leaves matches this root, but its leaves are now objects.
+  const nested = [[{ a: t() }], [{ a: t() }, { a: t() }]];
+  record(nested);
+  assert.ok(planStats().lastPlanned && planStats().lastMisses > 0);
+  // Compiled within a few walks (two uncovered in a row, then a wait that
+  // grows while no compiled plan has covered a walk).
+  let walks = 1;
+  let output: unknown;
+  while (!(planStats().lastPlanned && planStats().lastMisses === 0) && walks++ < 5) {
+    output = record(nested).output;
+  }
+  assert.ok(walks <= 4, `${walks} walks`);
+  assertSameOutput(output, generic(nested).output);
+  // A root whose first element is an object is not run on a plan of leaves.
+  forgetPlans();
+  const flat = [t(), t()];
+  record(flat);
+  record(flat);
+  record([{ a: t() }]);
+  assert.equal(planStats().lastPlanned, false);
+});
+
 Deno.test("a value that no longer matches its node goes to the generic walk, with the generic result", () => {
   const leaf = () => Tensor.from(new Float32Array([1, 2]));
   const template = () => ({ items: [{ a: leaf(), b: 1 }, { a: leaf(), b: 2 }], meta: { n: 2 } });
@@ -252,14 +280,18 @@ Deno.test("planOf() merges array elements into one node and stops at the plan de
   const node = planOf([{ a: t }, { a: 1 }], Tensor);
   assert.equal(node.kind === "array" && node.element.kind, "object");
   const mixed = planOf([{ a: t }, [t]], Tensor);
-  assert.equal(mixed.kind === "array" && mixed.element.kind, "other");
+  assert.equal(mixed.kind === "array" && mixed.element.kind, "generic");
+  const passed = planOf([new Date(), 1, null], Tensor);
+  assert.equal(passed.kind === "array" && passed.element.kind, "other");
+  const maps = planOf({ m: new Map() }, Tensor);
+  assert.equal(maps.kind === "object" && maps.values[0].kind, "generic");
   let deep: unknown = t;
   for (let i = 0; i < MAX_PLAN_DEPTH + 3; i++) deep = [deep];
   let node2 = planOf(deep, Tensor);
   let depth = 0;
   while (node2.kind === "array") node2 = node2.element, depth++;
   assert.equal(depth, MAX_PLAN_DEPTH);
-  assert.equal(node2.kind, "other");
+  assert.equal(node2.kind, "generic");
 });
 
 Deno.test("random structures and random changes: a planned walk is always the generic walk", () => {
