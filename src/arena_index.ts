@@ -40,11 +40,6 @@ export function unregisterArena(buffer: ArrayBufferLike): void {
   registered--;
 }
 
-/** Whether any arena exists (the route asks before looking a leaf up). */
-export function arenasExist(): boolean {
-  return registered !== 0;
-}
-
 /**
  * The arena whose memory `view` lies in, if any. Free when no arena exists
  * (one comparison), so copies that use none pay nothing for the feature.

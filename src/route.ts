@@ -13,7 +13,7 @@
  * @module
  */
 
-import { type ArenaMemory, arenaOf, arenasExist } from "./arena_index.ts";
+import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
 import { type DType, dtypeOfArray, type TypedArray } from "./dtype.ts";
 import { borrowList, type NumberList, returnList } from "./number_list.ts";
@@ -26,6 +26,7 @@ import {
   createTensor,
   rebindTensor,
   tensorAddress,
+  tensorArena,
   tensorDevice,
   tensorStorage,
   vectorShape,
@@ -119,8 +120,8 @@ export class Route implements LeafSink {
       this.bytes += leaf.byteLength;
       if (source === target) return leaf;
       if (data === undefined) this.#pooledInputs = true;
-      else if (arenasExist()) {
-        const arena = arenaOf(data);
+      else {
+        const arena = tensorArena(leaf);
         if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
       }
       return this.#move(leaf, source, data, leaf.dtype, leaf.shape);

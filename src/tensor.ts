@@ -9,6 +9,7 @@
  */
 
 import { pointerOf, pointerOfView } from "../ffi/native.ts";
+import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
@@ -38,6 +39,7 @@ export interface TensorInternals {
   storage(tensor: Tensor): Storage | undefined;
   offset(tensor: Tensor): number;
   data(tensor: Tensor): TypedArray | undefined;
+  arena(tensor: Tensor): ArenaMemory | undefined;
 }
 
 /** Filled in by `Tensor`'s static block (library-internal: not exported by mod.ts). */
@@ -66,6 +68,9 @@ export class Tensor {
   #storage: Storage | undefined;
   #offset = 0;
   #disposed = false;
+  // The host arena the wrapped data lies in, found once here rather than
+  // per copy (a lookup on the data's buffer for every leaf of every copy).
+  #arena: ArenaMemory | undefined;
 
   /** `contents`: the host data wrapped, or the byte length of a tensor to be bound. */
   private constructor(
@@ -83,6 +88,7 @@ export class Tensor {
     } else {
       this.#byteLength = contents.byteLength;
       this.#data = contents;
+      this.#arena = arenaOf(contents);
     }
   }
 
@@ -121,11 +127,13 @@ export class Tensor {
       tensor.#storage = undefined;
       tensor.#offset = 0;
       tensor.#data = data;
+      tensor.#arena = arenaOf(data);
     };
     tensorInternals.device = (tensor) => tensor.#deviceIndex;
     tensorInternals.storage = (tensor) => tensor.#storage;
     tensorInternals.offset = (tensor) => tensor.#offset;
     tensorInternals.data = (tensor) => tensor.#data;
+    tensorInternals.arena = (tensor) => tensor.#arena;
   }
 
   /**

@@ -6,6 +6,7 @@
  * @module
  */
 
+import type { ArenaMemory } from "./arena_index.ts";
 import type { DeviceIndex } from "./device.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import type { Storage } from "./memory/storage.ts";
@@ -70,6 +71,11 @@ export function tensorStorage(tensor: Tensor): Storage | undefined {
 /** The address of a storage-backed tensor's first byte. */
 export function tensorAddress(tensor: Tensor): number {
   return internals.storage(tensor)!.address + internals.offset(tensor);
+}
+
+/** The host arena a CPU tensor's data lies in, if any (found when the tensor was made). */
+export function tensorArena(tensor: Tensor): ArenaMemory | undefined {
+  return internals.arena(tensor);
 }
 
 /** The host data a CPU tensor wraps, if it wraps any. */

@@ -78,6 +78,7 @@ function sendRuns(
   const uniform = SequentialPacker.applies(options.minPackedAlignmentBytes)
     ? options.minPackedAlignmentBytes
     : 0;
+  const { packCpuTensors, maxPackedChunkBytes, minPackedAlignmentBytes } = options;
   const run: Run = { arena, indices, offsets, order, from: 0, to: 0, start: 0, end: 0 };
   for (let o = 0; o < n; o++) {
     const k = order[o];
@@ -85,10 +86,16 @@ function sendRuns(
     const output = outputs[indices[k]];
     const bytes = output.byteLength;
     const align = uniform ||
-      effectiveAlignment(options.minPackedAlignmentBytes, elementSizeOf(output.dtype));
-    const joins = options.packCpuTensors && o > run.from && offset >= run.end &&
-      offset - run.end <= MAX_RUN_GAP && (offset - run.start) % align === 0 &&
-      offset + bytes - run.start <= options.maxPackedChunkBytes;
+      effectiveAlignment(minPackedAlignmentBytes, elementSizeOf(output.dtype));
+    // The uniform alignment is a power of two: a bit mask where the offset
+    // fits 31 bits (a remainder of doubles calls into C, per leaf).
+    const within = offset - run.start;
+    const aligned = uniform !== 0 && within < 2 ** 31
+      ? (within & (uniform - 1)) === 0
+      : within % align === 0;
+    const joins = packCpuTensors && o > run.from && offset >= run.end &&
+      offset - run.end <= MAX_RUN_GAP && aligned &&
+      offset + bytes - run.start <= maxPackedChunkBytes;
     if (!joins) {
       if (o > run.from) sendRun(route, submission, run);
       run.from = o;
