@@ -5,7 +5,15 @@
  */
 
 import { Tensor } from "./tensor.ts";
-import { ARRAY, containerKind, MAP, MAX_DEPTH, NOT_A_CONTAINER, PLAIN_OBJECT } from "./traverse.ts";
+import {
+  ARRAY,
+  containerKind,
+  disposeByPlan,
+  MAP,
+  MAX_DEPTH,
+  NOT_A_CONTAINER,
+  PLAIN_OBJECT,
+} from "./traverse.ts";
 
 /**
  * Disposes every {@linkcode Tensor} found in a nested structure of arrays,
@@ -23,10 +31,15 @@ import { ARRAY, containerKind, MAP, MAX_DEPTH, NOT_A_CONTAINER, PLAIN_OBJECT } f
  * ```
  */
 export function disposeAll(value: unknown): void {
-  // Called once per training step on the whole batch: a plain recursion
-  // with an ancestor scan is several times faster than a Set of visited
-  // containers. Past MAX_DEPTH it switches to the general walk below.
-  if (!disposeShallow(value, 0, [])) disposeDeep(value);
+  // Called once per training step on the whole batch. A copy's result has
+  // the structure of its input, whose compiled walk plan has a disposal
+  // too: checks and loads inline, what does not match handed to the
+  // recursion below. That plain recursion with an ancestor scan is several
+  // times faster than a Set of visited containers; past MAX_DEPTH it gives
+  // up, and the general walk at the end runs.
+  const planned = disposeByPlan(value, disposeShallow);
+  const completed = planned ?? disposeShallow(value, 0, []);
+  if (!completed) disposeDeep(value);
 }
 
 function disposeShallow(value: unknown, depth: number, ancestors: object[]): boolean {

@@ -182,6 +182,20 @@ export function planStats(): PlanStats {
   return { compiled, kept: plans.length, lastPlanned, lastMisses };
 }
 
+/**
+ * Disposes the tensors of `value` by the plan of its structure (a copy's
+ * result has the structure its input was walked with), handing what does
+ * not match to `rest`. Returns undefined where no plan matches, else
+ * whether the disposal completed (false: `rest` gave up).
+ */
+export function disposeByPlan(
+  value: unknown,
+  rest: (value: object, depth: number, ancestors: object[]) => boolean,
+): boolean | undefined {
+  const plan = planFor(value);
+  return plan === undefined ? undefined : plan.dispose(value, [], rest);
+}
+
 /** Drops every compiled plan: the next walk is generic (tests compare the two). */
 export function forgetPlans(): void {
   plans.length = 0;

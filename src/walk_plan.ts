@@ -40,6 +40,16 @@ export interface PlanHooks {
 export interface CompiledPlan {
   /** Walks `root`; every value that does not match the plan counts as a miss. */
   run(root: unknown, ancestors: object[], sink: unknown): unknown;
+  /**
+   * Disposes every tensor in `root` (a structure like the plan's, a copy's
+   * result), handing what does not match to `rest(value, depth,
+   * ancestors)`, the generic disposal; false when `rest` gave up.
+   */
+  dispose(
+    root: unknown,
+    ancestors: object[],
+    rest: (value: object, depth: number, ancestors: object[]) => boolean,
+  ): boolean;
   /** Whether `root` matches the plan's root node (a cheap pre-check). */
   matchesRoot(root: unknown): boolean;
   /** Misses of the runs so far (reset by the caller). */
@@ -65,6 +75,9 @@ export type PlanNode =
     readonly nullPrototype: boolean;
     readonly values: readonly PlanNode[];
   };
+
+/** A plain-object node of a plan. */
+type ObjectNode = Extract<PlanNode, { kind: "object" }>;
 
 const NONE: PlanNode = { kind: "none" };
 const LEAF: PlanNode = { kind: "leaf" };
@@ -161,6 +174,30 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
   const passOr = (v: string, call: string) =>
     `${v} === null || typeof ${v} !== "object" ? ${v} : ${call}`;
 
+  // Emits the check that `v` is a plain object with exactly the node's
+  // keys, in order, into a new variable, and returns its name.
+  const objectCheck = (node: ObjectNode, v: string, indent: string) => {
+    const k = keyLists.push(node.keys) - 1;
+    const j = fresh("j"), key = fresh("k"), ok = fresh("ok");
+    const proto = node.nullPrototype ? "null" : "ObjectPrototype";
+    // Exact own keys in order, without allocating: for-in lists own
+    // enumerable string keys in Object.keys order, then inherited
+    // enumerable ones (none on Object.prototype, unless it was changed:
+    // then no object matches, and the generic walk runs).
+    lines.push(
+      `${indent}let ${ok} = typeof ${v} === "object" && ${v} !== null && getPrototypeOf(${v}) === ${proto};`,
+      `${indent}if (${ok}) {`,
+      `${indent}  let ${j} = 0;`,
+      `${indent}  for (const ${key} in ${v}) {`,
+      `${indent}    if (${key} !== K${k}[${j}]) { ${ok} = false; break; }`,
+      `${indent}    ${j}++;`,
+      `${indent}  }`,
+      `${indent}  if (${j} !== ${node.keys.length}) ${ok} = false;`,
+      `${indent}}`,
+    );
+    return ok;
+  };
+
   // Emits code that puts the walk of `v` (at `depth`) into variable `out`.
   const emit = (node: PlanNode, v: string, depth: number, out: string, indent: string) => {
     switch (node.kind) {
@@ -207,26 +244,8 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
         return;
       }
       case "object": {
-        const k = keyLists.push(node.keys) - 1;
-        const j = fresh("j"), key = fresh("k"), ok = fresh("ok");
-        const proto = node.nullPrototype ? "null" : "ObjectPrototype";
-        // Exact own keys in order, without allocating: for-in lists own
-        // enumerable string keys in Object.keys order, then inherited
-        // enumerable ones (none on Object.prototype, unless it was
-        // changed: then no object matches, and the generic walk runs).
-        lines.push(
-          `${indent}let ${ok} = typeof ${v} === "object" && ${v} !== null && getPrototypeOf(${v}) === ${proto};`,
-          `${indent}if (${ok}) {`,
-          `${indent}  let ${j} = 0;`,
-          `${indent}  for (const ${key} in ${v}) {`,
-          `${indent}    if (${key} !== K${k}[${j}]) { ${ok} = false; break; }`,
-          `${indent}    ${j}++;`,
-          `${indent}  }`,
-          `${indent}  if (${j} !== ${node.keys.length}) ${ok} = false;`,
-          `${indent}}`,
-          `${indent}if (${ok}) {`,
-          `${indent}  anc[${depth}] = ${v};`,
-        );
+        const ok = objectCheck(node, v, indent);
+        lines.push(`${indent}if (${ok}) {`, `${indent}  anc[${depth}] = ${v};`);
         // Every value is read before any is visited, as the generic walk does.
         const values = node.keys.map(() => fresh("v"));
         const outs = node.keys.map(() => fresh("w"));
@@ -251,16 +270,60 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
     }
   };
 
-  lines.push(`"use strict";`, `return function run(root, anc, sink) {`, `  let result, d;`);
+  // Emits code that disposes every tensor in `v` (at `depth`); the rest of
+  // the structure goes to `rest` (the generic disposal), which returns
+  // false when it gave up (too deep), and so does the plan's function.
+  const emitDispose = (node: PlanNode, v: string, depth: number, indent: string) => {
+    const rest =
+      `if (${v} !== null && typeof ${v} === "object" && !rest(${v}, ${depth}, anc)) return false;`;
+    switch (node.kind) {
+      case "leaf":
+        lines.push(`${indent}if (${v} instanceof Leaf) ${v}.dispose();`, `${indent}else ${rest}`);
+        return;
+      case "none":
+      case "other":
+      case "generic":
+        lines.push(`${indent}${rest}`);
+        return;
+      case "array": {
+        const n = fresh("n"), i = fresh("i"), e = fresh("e");
+        lines.push(
+          `${indent}if (Array.isArray(${v}) && ${v}.length <= ${MAX_PLAN_ARRAY_LENGTH}) {`,
+          `${indent}  anc[${depth}] = ${v};`,
+          `${indent}  for (let ${i} = 0, ${n} = ${v}.length; ${i} < ${n}; ${i}++) {`,
+          `${indent}    const ${e} = ${v}[${i}];`,
+        );
+        emitDispose(node.element, e, depth + 1, `${indent}    `);
+        lines.push(`${indent}  }`, `${indent}} else ${rest}`);
+        return;
+      }
+      case "object": {
+        const ok = objectCheck(node, v, indent);
+        lines.push(`${indent}if (${ok}) {`, `${indent}  anc[${depth}] = ${v};`);
+        node.keys.forEach((name, i) => {
+          const value = fresh("v");
+          lines.push(`${indent}  const ${value} = ${v}[${JSON.stringify(name)}];`);
+          emitDispose(node.values[i], value, depth + 1, `${indent}  `);
+        });
+        lines.push(`${indent}} else ${rest}`);
+        return;
+      }
+    }
+  };
+
+  lines.push(`"use strict";`, `function run(root, anc, sink) {`, `  let result, d;`);
   emit(root, "root", 0, "result", "  ");
-  lines.push(`  return result;`, `};`);
+  lines.push(`  return result;`, `}`, `function dispose(root, anc, rest) {`);
+  emitDispose(root, "root", 0, "  ");
+  lines.push(`  return true;`, `}`, `return { run, dispose };`);
   const constants = keyLists.map((_, k) => `K${k}`);
   const plan: CompiledPlan = {
     run: undefined as unknown as CompiledPlan["run"],
+    dispose: undefined as unknown as CompiledPlan["dispose"],
     matchesRoot: rootCheck(root),
     misses: 0,
   };
-  plan.run = new Function(
+  const compiled = new Function(
     "plan",
     "visit",
     "visitCounting",
@@ -282,6 +345,8 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
     Object.prototype,
     ...keyLists,
   );
+  plan.run = compiled.run;
+  plan.dispose = compiled.dispose;
   return plan;
 }
 

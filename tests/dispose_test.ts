@@ -28,3 +28,107 @@ Deno.test("disposeAll() reaches tensors nested deeper than the walk's depth limi
   disposeAll(deep);
   assert.equal(tensor.disposed, true);
 });
+
+/** Every tensor reachable through arrays, plain objects and Maps, and those kept inside other objects. */
+function tensorsIn(value: unknown): { reachable: Tensor[]; inside: Tensor[] } {
+  const reachable: Tensor[] = [];
+  const inside: Tensor[] = [];
+  const seen = new Set<unknown>();
+  const visit = (item: unknown, wrapped: boolean) => {
+    if (typeof item !== "object" || item === null || seen.has(item)) return;
+    seen.add(item);
+    if (item instanceof Tensor) return void (wrapped ? inside : reachable).push(item);
+    const proto = Object.getPrototypeOf(item);
+    const container = Array.isArray(item) || item instanceof Map || proto === Object.prototype ||
+      proto === null;
+    const values = item instanceof Map ? [...item.values()] : Object.values(item);
+    for (const child of values) visit(child, wrapped || !container);
+  };
+  visit(value, false);
+  return { reachable, inside };
+}
+
+Deno.test("disposeAll() by a compiled plan disposes what the generic disposal does, whatever changed", async () => {
+  const { forgetPlans, walk, planStats } = await import("../src/traverse.ts");
+  const { random } = await import("../examples/reference_batch.ts");
+  const rand = random(11);
+  const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
+  class Holder {
+    constructor(readonly t: Tensor) {}
+  }
+  const t = () => Tensor.from(new Float32Array(1));
+  const value = (depth: number): unknown => {
+    switch (depth > 3 ? pick([0, 1]) : pick([0, 1, 1, 2, 3, 3, 4, 5])) {
+      case 0:
+        return pick([1, null, "s", new Holder(t())]);
+      case 1:
+        return t();
+      case 2:
+        return new Map([["k", value(depth + 1)]]);
+      case 3: {
+        const object: Record<string, unknown> = rand() < 0.2 ? Object.create(null) : {};
+        for (const key of ["a", "b", "c"]) if (rand() < 0.6) object[key] = value(depth + 1);
+        return object;
+      }
+      default:
+        return Array.from({ length: Math.floor(rand() * 4) }, () => value(depth + 1));
+    }
+  };
+  // The same containers with some values replaced, and fresh tensors.
+  const change = (item: unknown, depth: number): unknown => {
+    if (rand() < 0.1) return value(depth);
+    if (item instanceof Tensor) return t();
+    if (Array.isArray(item)) return item.map((child) => change(child, depth + 1));
+    if (item instanceof Map) return new Map([...item].map(([k, v]) => [k, change(v, depth + 1)]));
+    if (typeof item === "object" && item !== null && !(item instanceof Holder)) {
+      const copy = Object.create(Object.getPrototypeOf(item));
+      for (const [k, v] of Object.entries(item)) copy[k] = change(v, depth + 1);
+      return copy;
+    }
+    return item;
+  };
+  const sink = { add: (leaf: unknown) => leaf };
+  let planned = 0;
+  for (let round = 0; round < 300; round++) {
+    const template = [value(0), value(0)];
+    forgetPlans();
+    walk(template, sink);
+    walk(template, sink);
+    // The same structure, or one changed in places.
+    const input = rand() < 0.2 ? template : change(template, 0);
+    if (rand() < 0.2 && Array.isArray(input)) input.push(input); // a cycle
+    const { reachable, inside } = tensorsIn(input);
+    if (planStats().kept > 0) planned++;
+    disposeAll(input);
+    reachable.forEach((tensor, i) => assert.ok(tensor.disposed, `round ${round}: tensor ${i}`));
+    inside.forEach((tensor) =>
+      assert.ok(!tensor.disposed, `round ${round}: kept inside an object`)
+    );
+  }
+  assert.ok(planned > 200, `${planned} of 300 rounds had a plan`);
+});
+
+Deno.test("disposeAll() by a compiled plan hands every value that changed kind to the generic disposal", async () => {
+  const { forgetPlans, walk } = await import("../src/traverse.ts");
+  const t = () => Tensor.from(new Float32Array(1));
+  const template =
+    () => [{ a: t(), b: [t(), t()], c: { d: t() } }, { a: t(), b: [t()], c: { d: t() } }];
+  const changes: ((x: ReturnType<typeof template>) => unknown)[] = [
+    (x) => ((x[0] as Record<string, unknown>).a = [t(), { e: t() }], x),
+    (x) => ((x[0] as Record<string, unknown>).b = { e: t() }, x),
+    (x) => ((x[0] as Record<string, unknown>).c = [t()], x),
+    (x) => ((x[0] as Record<string, unknown>).c = new Map([["m", t()]]), x),
+    (x) => ((x[1] as Record<string, unknown>).extra = t(), x),
+    (x) => ((x[1].b as unknown[]).push([t(), [t()]]), x),
+  ];
+  for (const [i, change] of changes.entries()) {
+    const shape = template();
+    forgetPlans();
+    walk(shape, { add: (leaf) => leaf });
+    walk(shape, { add: (leaf) => leaf });
+    const input = change(template());
+    const { reachable } = tensorsIn(input);
+    disposeAll(input);
+    reachable.forEach((tensor, k) => assert.ok(tensor.disposed, `change ${i}: tensor ${k}`));
+  }
+});
