@@ -26,10 +26,10 @@ export function traceCopy(route: Route, started: number): CopyTrace {
   const target = deviceName(route.target);
   const directions: string[] = [];
   if (route.h2d.length > 0) directions.push(`cpu→${target}`);
-  for (const source of route.bySource(route.peer).keys()) {
+  for (const source of route.peerBySource().keys()) {
     directions.push(`${deviceName(source)}→${target}`);
   }
-  for (const source of route.bySource(route.d2h).keys()) {
+  for (const source of route.d2hBySource().keys()) {
     directions.push(`${deviceName(source)}→cpu`);
   }
   const { usePinnedStaging, useBackgroundThread } = route.options;

@@ -44,6 +44,58 @@ export function returnList(list: NumberList): void {
   if (idle.length < 64) idle.push(list);
 }
 
+/**
+ * A list of indices that stays implicit while they are 0, 1, 2, ... (the
+ * common case: every leaf of a copy goes the same way), and is written out
+ * into a borrowed {@linkcode NumberList} from the first other index on.
+ * Costs a comparison per index instead of a store.
+ *
+ * @example
+ * ```ts
+ * import { IndexList } from "./number_list.ts";
+ * const list = new IndexList();
+ * list.push(0);
+ * list.push(1);
+ * list.push(5);
+ * console.assert(Array.from(list.view()).join() === "0,1,5" && list.length === 3);
+ * list.release();
+ * ```
+ */
+export class IndexList {
+  #listed: NumberList | undefined;
+  #count = 0;
+
+  /** Number of indices. */
+  get length(): number {
+    return this.#listed === undefined ? this.#count : this.#listed.length;
+  }
+
+  /** Appends `index`. */
+  push(index: number): void {
+    if (this.#listed === undefined) {
+      if (index === this.#count) {
+        this.#count++;
+        return;
+      }
+      const listed = this.#listed = borrowList();
+      for (let k = 0; k < this.#count; k++) listed.push(k);
+    }
+    this.#listed.push(index);
+  }
+
+  /** The indices (a view; valid until the list is released). */
+  view(): ArrayLike<number> {
+    return this.#listed === undefined ? firstPositions(this.#count) : this.#listed.view();
+  }
+
+  /** Returns the borrowed storage, if any; the list is empty afterwards. */
+  release(): void {
+    if (this.#listed !== undefined) returnList(this.#listed);
+    this.#listed = undefined;
+    this.#count = 0;
+  }
+}
+
 let positions = new Uint32Array(0);
 
 /**

@@ -21,7 +21,7 @@
  * @module
  */
 
-import { borrowList, firstPositions, type NumberList, returnList } from "./number_list.ts";
+import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 
 /** Tensors larger than this are never packed. */
 export const MAX_PACKED_TENSOR_BYTES = 256 * 1024;
@@ -176,14 +176,9 @@ export class SequentialPacker {
   readonly #align: number;
   readonly #limit: number;
   readonly #maxChunk: number;
-  /**
-   * The packed tensors' indices, listed only once they stop being the
-   * indices 0, 1, 2, ... (a leaf too large to pack): in the common case
-   * every leaf offered is packed, and its index costs nothing to keep.
-   */
-  readonly #listed: NumberList = borrowList();
-  #count = 0;
-  #dense = true;
+  // The packed tensors' indices: in the common case every leaf offered is
+  // packed, and the list stays implicit.
+  readonly #members = new IndexList();
 
   /** A packer for `options`; invalid from the start if they need buckets. */
   constructor(options: PackOptions) {
@@ -196,12 +191,12 @@ export class SequentialPacker {
 
   /** Indices of the packed tensors (as given to `add`), in order. */
   get members(): ArrayLike<number> {
-    return this.#dense ? firstPositions(this.#count) : this.#listed.view();
+    return this.#members.view();
   }
 
   /** Returns the packer's lists for reuse; it must not be used afterwards. */
   dispose(): void {
-    returnList(this.#listed);
+    this.#members.release();
     returnList(this.offsets);
   }
 
@@ -231,19 +226,10 @@ export class SequentialPacker {
       this.valid = false;
       return false;
     }
-    if (!this.#dense || index !== this.#count) this.#list(index);
-    this.#count++;
+    this.#members.push(index);
     this.offsets.push(offset);
     this.end = offset + bytes;
     return true;
-  }
-
-  #list(index: number): void {
-    if (this.#dense) {
-      this.#dense = false;
-      for (let k = 0; k < this.#count; k++) this.#listed.push(k);
-    }
-    this.#listed.push(index);
   }
 }
 

@@ -16,7 +16,7 @@
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
 import { type DType, dtypeOfArray, type TypedArray } from "./dtype.ts";
-import { borrowList, type NumberList, returnList } from "./number_list.ts";
+import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
@@ -56,10 +56,16 @@ export class Route implements LeafSink {
   /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
   readonly hostData: (TypedArray | undefined)[];
   #moving = 0;
-  #pooledInputs = false;
-  #firstD2hSource = CPU;
-  /** Indices of CPU→CUDA leaves (a pooled list: the hot path). */
-  readonly h2d: NumberList = borrowList();
+  // The pooled storages of the inputs, once per run of neighbours (see inputStorages).
+  readonly #inputStorages: Storage[] = [];
+  #lastInputStorage: Storage | undefined;
+  // The device of the first CUDA→CPU (and CUDA→CUDA) leaf, and whether others differ.
+  #d2hSource = CPU;
+  #d2hMixed = false;
+  #peerSource = CPU;
+  #peerMixed = false;
+  /** Indices of CPU→CUDA leaves (implicit while they are all the leaves). */
+  readonly h2d: IndexList = new IndexList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
   readonly fromArena: NumberList = borrowList();
   /** The byte offset in its arena of each {@linkcode Route.fromArena} leaf, by the same position. */
@@ -105,7 +111,7 @@ export class Route implements LeafSink {
 
   /** Returns the pooled index lists; the route's lists must not be used afterwards. */
   releaseLists(): void {
-    returnList(this.h2d);
+    this.h2d.release();
     returnList(this.fromArena);
     returnList(this.arenaOffsets);
     this.packer?.dispose();
@@ -119,8 +125,13 @@ export class Route implements LeafSink {
       const source = tensorDevice(leaf);
       this.bytes += leaf.byteLength;
       if (source === target) return leaf;
-      if (data === undefined) this.#pooledInputs = true;
-      else {
+      if (data === undefined) {
+        // In pooled memory (CUDA or pinned): held while the copy reads it.
+        const storage = tensorStorage(leaf);
+        if (storage !== undefined && storage !== this.#lastInputStorage) {
+          this.#inputStorages.push(this.#lastInputStorage = storage);
+        }
+      } else {
         const arena = tensorArena(leaf);
         if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
       }
@@ -168,25 +179,29 @@ export class Route implements LeafSink {
 
   /**
    * The pooled storages the input leaves live in (to hold while the copy
-   * runs), each once per run of neighbours that share it: the outputs of a
-   * packed copy share their chunk's storage, and one hold per run keeps it
-   * as well as one per leaf (528 retains and releases fewer per reference
-   * batch copied back).
+   * runs), each once per run of neighbours that share it, as the walk found
+   * them: the outputs of a packed copy share their chunk's storage, and one
+   * hold per run keeps it as well as one per leaf (528 retains and releases
+   * fewer per reference batch copied back).
    */
-  inputStorages(): Storage[] {
-    const storages: Storage[] = [];
-    // Only tensors without host bytes (CUDA or pinned) live in pooled memory.
-    if (!this.#pooledInputs) return storages;
-    let last: Storage | undefined;
-    for (const leaf of this.leaves) {
-      const storage = leaf instanceof Tensor ? tensorStorage(leaf) : undefined;
-      if (storage !== undefined && storage !== last) storages.push(last = storage);
-    }
-    return storages;
+  inputStorages(): readonly Storage[] {
+    return this.#inputStorages;
+  }
+
+  /** The CUDA→CPU leaves grouped by their device, in order. */
+  d2hBySource(): Map<number, number[]> {
+    if (this.d2h.length === 0) return new Map();
+    return this.#d2hMixed ? this.#bySource(this.d2h) : new Map([[this.#d2hSource, this.d2h]]);
+  }
+
+  /** The CUDA→other CUDA leaves grouped by their device, in order. */
+  peerBySource(): Map<number, number[]> {
+    if (this.peer.length === 0) return new Map();
+    return this.#peerMixed ? this.#bySource(this.peer) : new Map([[this.#peerSource, this.peer]]);
   }
 
   /** The leaves at `indices` (CUDA tensors) grouped by their device, in order. */
-  bySource(indices: readonly number[]): Map<number, number[]> {
+  #bySource(indices: readonly number[]): Map<number, number[]> {
     const groups = new Map<number, number[]>();
     // Neighbours mostly share a device: look its list up only on a change.
     let lastSource = NaN;
@@ -243,15 +258,21 @@ export class Route implements LeafSink {
     if (data !== undefined) this.hostData[index] = data;
     if (this.target === CPU) {
       const d2h = this.d2h;
-      // The walk's plan holds only for leaves of one device.
-      if (d2h.length === 0) this.#firstD2hSource = source;
-      else if (this.packer && source !== this.#firstD2hSource) this.packer.valid = false;
+      if (d2h.length === 0) {
+        this.#d2hSource = source;
+      } else if (source !== this.#d2hSource) {
+        this.#d2hMixed = true;
+        // The walk's plan holds only for leaves of one device.
+        if (this.packer) this.packer.valid = false;
+      }
       this.packer?.add(d2h.length, leaf.byteLength);
       d2h.push(index);
     } else if (source === CPU) {
       this.packer?.add(this.h2d.length, leaf.byteLength);
       this.h2d.push(index);
     } else {
+      if (this.peer.length === 0) this.#peerSource = source;
+      else if (source !== this.#peerSource) this.#peerMixed = true;
       this.peer.push(index);
     }
     return output;

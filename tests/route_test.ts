@@ -24,7 +24,7 @@ Deno.test("a route to a device sends every CPU leaf host→device, with unbound 
   >;
   assert.equal(route.tensors, 2);
   assert.equal(route.bytes, 32 + 24);
-  assert.deepEqual([...route.h2d.view()], [0, 1]);
+  assert.deepEqual(Array.from(route.h2d.view()), [0, 1]);
   assert.deepEqual([route.peer, route.d2h], [[], []]);
   const out = result.boxes as Tensor;
   assert.equal(out.device, "cuda:0");
@@ -81,4 +81,45 @@ Deno.test("without packing the route plans nothing during the walk", () => {
   walk([new Float32Array(4)], route);
   assert.equal(route.packer, undefined);
   route.releaseLists();
+});
+
+Deno.test("a route groups device leaves by their device, in order, and holds each input storage once per run", async () => {
+  const { createTensor, bindTensor } = await import("../src/tensor_internals.ts");
+  const pool = addressPool();
+  const chunk = new Storage(pool, pool.acquire(1024), 3);
+  const other = new Storage(pool, pool.acquire(1024), 1);
+  // Made-up device tensors (unbound memory is enough for the route).
+  const onDevice = (device: number, storage: Storage, offset: number) => {
+    const tensor = createTensor("float32", [1], device, 4);
+    bindTensor(tensor, storage, offset);
+    return tensor;
+  };
+  const fromOne = new Route(CPU, resolveOptions(undefined));
+  walk([
+    onDevice(0, chunk, 0),
+    onDevice(0, chunk, 64),
+    onDevice(0, other, 0),
+    onDevice(0, chunk, 128),
+  ], fromOne);
+  assert.deepEqual([...fromOne.d2hBySource()], [[0, [0, 1, 2, 3]]]);
+  assert.ok(fromOne.packer!.valid);
+  assert.deepEqual(fromOne.inputStorages(), [chunk, other, chunk]);
+  fromOne.releaseLists();
+
+  const fromTwo = new Route(CPU, resolveOptions(undefined));
+  walk([onDevice(1, chunk, 0), onDevice(0, chunk, 4), onDevice(1, chunk, 8)], fromTwo);
+  assert.deepEqual([...fromTwo.d2hBySource()], [[1, [0, 2]], [0, [1]]]);
+  assert.equal(fromTwo.packer!.valid, false, "one plan holds for one device only");
+  fromTwo.releaseLists();
+
+  const peers = new Route(2, resolveOptions(undefined));
+  walk([
+    onDevice(0, chunk, 0),
+    onDevice(1, chunk, 4),
+    onDevice(0, chunk, 8),
+    Tensor.from(new Int8Array(1)),
+  ], peers);
+  assert.deepEqual([...peers.peerBySource()], [[0, [0, 2]], [1, [1]]]);
+  assert.deepEqual(Array.from(peers.h2d.view()), [3]);
+  peers.releaseLists();
 });

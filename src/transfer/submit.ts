@@ -32,10 +32,10 @@ function submitNow(route: Route, stats?: CopyStats): CopyJob<void> {
   try {
     if (route.fromArena.length > 0) arenaToDevice(route, submission);
     if (route.h2d.length > 0) hostToDevice(route, submission);
-    for (const [source, list] of route.bySource(route.peer)) {
+    for (const [source, list] of route.peerBySource()) {
       deviceToDevice(route, submission, source, list);
     }
-    for (const [source, list] of route.bySource(route.d2h)) {
+    for (const [source, list] of route.d2hBySource()) {
       deviceToHost(route, submission, source, list);
     }
     return submission.job(() => {
