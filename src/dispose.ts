@@ -13,6 +13,7 @@ import {
   MAX_DEPTH,
   NOT_A_CONTAINER,
   PLAIN_OBJECT,
+  visitByKeys,
 } from "./traverse.ts";
 
 /**
@@ -55,8 +56,14 @@ function disposeShallow(value: unknown, depth: number, ancestors: object[]): boo
   ancestors[depth] = value;
   if (kind === ARRAY) {
     const items = value as unknown[];
-    for (let i = 0; i < items.length; i++) {
-      if (!disposeShallow(items[i], depth + 1, ancestors)) return false;
+    if (visitByKeys(items)) {
+      for (const key of Object.keys(items)) {
+        if (!disposeShallow(items[key as never], depth + 1, ancestors)) return false;
+      }
+    } else {
+      for (let i = 0; i < items.length; i++) {
+        if (!disposeShallow(items[i], depth + 1, ancestors)) return false;
+      }
     }
   } else if (kind === MAP) {
     for (const item of (value as Map<unknown, unknown>).values()) {
@@ -83,7 +90,10 @@ function disposeDeep(value: unknown): void {
       seen.add(item);
       const kind = containerKind(item);
       if (kind === ARRAY) {
-        for (const child of item as unknown[]) stack.push(child);
+        const items = item as unknown[];
+        if (visitByKeys(items)) {
+          for (const key of Object.keys(items)) stack.push(items[key as never]);
+        } else for (const child of items) stack.push(child);
       } else if (kind === MAP) {
         for (const child of (item as Map<unknown, unknown>).values()) stack.push(child);
       } else if (kind === PLAIN_OBJECT) {

@@ -34,7 +34,7 @@ import {
 import type { Leaf, LeafSink } from "./traverse.ts";
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
-const MAX_CAPACITY_HINT = 1 << 16;
+const MAX_CAPACITY_HINT = 1 << 20;
 let capacityHint = 0;
 
 /** The leaves of one copy that need moving, with their output tensors. */

@@ -28,6 +28,8 @@ import type { Tensor } from "./tensor.ts";
 export interface PlanHooks {
   /** The generic walk of one value at `depth` (with its ancestors). */
   visit(value: unknown, depth: number, ancestors: object[], sink: unknown): unknown;
+  /** Whether an array is long and has holes (the generic walk then visits only its keys). */
+  isHoley(input: unknown[]): boolean;
   /** Whether a value is a TypedArray leaf (`isTypedArray`). */
   isLeafArray(value: unknown): value is { byteLength: number };
   /** The host data of a leaf (`tensorData`), compared with its `byteLength`. */
@@ -88,8 +90,6 @@ const GENERIC: PlanNode = { kind: "generic" };
 export const MAX_PLAN_DEPTH = 24;
 /** Objects with more keys than this are left to the generic walk. */
 export const MAX_PLAN_KEYS = 256;
-/** Arrays longer than this are left to the generic walk (it checks them for holes). */
-export const MAX_PLAN_ARRAY_LENGTH = 1 << 16;
 /** The most container nodes one plan compiles; the rest are left generic. */
 export const MAX_PLAN_NODES = 1024;
 
@@ -110,7 +110,6 @@ export function planOf(output: unknown, leafClass: PlanHooks["leafClass"]): Plan
     if (!array && proto !== Object.prototype && proto !== null) return OTHER;
     if (depth >= MAX_PLAN_DEPTH || budget <= 0) return GENERIC;
     if (array) {
-      if (value.length > MAX_PLAN_ARRAY_LENGTH) return GENERIC;
       budget--;
       let element = NONE;
       for (let i = 0; i < value.length && element !== GENERIC; i++) {
@@ -224,7 +223,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
       case "array": {
         const n = fresh("n"), o = fresh("o"), i = fresh("i"), e = fresh("e"), r = fresh("r");
         lines.push(
-          `${indent}if (Array.isArray(${v}) && ${v}.length <= ${MAX_PLAN_ARRAY_LENGTH}) {`,
+          `${indent}if (Array.isArray(${v}) && !isHoley(${v})) {`,
           `${indent}  anc[${depth}] = ${v};`,
           `${indent}  const ${n} = ${v}.length, ${o} = new Array(${n});`,
           `${indent}  for (let ${i} = 0; ${i} < ${n}; ${i}++) {`,
@@ -288,7 +287,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
       case "array": {
         const n = fresh("n"), i = fresh("i"), e = fresh("e");
         lines.push(
-          `${indent}if (Array.isArray(${v}) && ${v}.length <= ${MAX_PLAN_ARRAY_LENGTH}) {`,
+          `${indent}if (Array.isArray(${v}) && !isHoley(${v})) {`,
           `${indent}  anc[${depth}] = ${v};`,
           `${indent}  for (let ${i} = 0, ${n} = ${v}.length; ${i} < ${n}; ${i}++) {`,
           `${indent}    const ${e} = ${v}[${i}];`,
@@ -328,6 +327,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
     "visit",
     "visitCounting",
     "leafData",
+    "isHoley",
     "isLeafArray",
     "Leaf",
     "getPrototypeOf",
@@ -339,6 +339,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
     hooks.visit,
     visitCounting(hooks.visit),
     hooks.leafData,
+    hooks.isHoley,
     hooks.isLeafArray,
     hooks.leafClass,
     Object.getPrototypeOf,

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { disposeAll, Tensor } from "../mod.ts";
+import { sparseArray } from "./_helpers.ts";
 
 Deno.test("disposeAll() disposes every tensor in arrays, objects and Maps", () => {
   const tensors = [1, 2, 3, 4].map((n) => Tensor.from(new Float32Array(n)));
@@ -131,4 +132,16 @@ Deno.test("disposeAll() by a compiled plan hands every value that changed kind t
     disposeAll(input);
     reachable.forEach((tensor, k) => assert.ok(tensor.disposed, `change ${i}: tensor ${k}`));
   }
+});
+
+Deno.test("disposeAll() visits a sparse array by its elements, not by its length", () => {
+  const tensors = [Tensor.from(new Float32Array(1)), Tensor.from(new Int8Array(2))];
+  disposeAll({ rows: sparseArray([[5, tensors[0]], [2 ** 31, tensors[1]]]) });
+  assert.deepEqual(tensors.map((t) => t.disposed), [true, true]);
+  // Also where the generic disposal is the fallback of the deep walk.
+  const deepTensor = Tensor.from(new Float32Array(1));
+  let deep: unknown = sparseArray([[2 ** 30, deepTensor]]);
+  for (let i = 0; i < 2100; i++) deep = { next: deep };
+  disposeAll(deep);
+  assert.equal(deepTensor.disposed, true);
 });
