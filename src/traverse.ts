@@ -151,7 +151,7 @@ function afterWalk(plan: CompiledPlan | undefined, output: unknown): void {
     compileWait--;
     return;
   }
-  const node = planOf(output, Tensor);
+  const node = planOf(output, PLAN_HOOKS);
   if (node.kind !== "array" && node.kind !== "object") return;
   plans.unshift(compilePlan(node, PLAN_HOOKS));
   compiled++;

@@ -97,9 +97,13 @@ export const MAX_PLAN_NODES = 1024;
  * The plan of a walk's output: its containers (arrays, plain objects) are
  * the input's, and an instance of `leafClass` stands where each leaf was.
  * Arrays get one node for all their elements: the merge of the elements'
- * nodes (elements of different kinds merge to "other").
+ * nodes (elements of different kinds merge to "generic"); a long holey
+ * array is a generic node (reading it by index would visit its holes).
  */
-export function planOf(output: unknown, leafClass: PlanHooks["leafClass"]): PlanNode {
+export function planOf(
+  output: unknown,
+  { leafClass, isHoley }: Pick<PlanHooks, "leafClass" | "isHoley">,
+): PlanNode {
   let budget = MAX_PLAN_NODES;
   const node = (value: unknown, depth: number): PlanNode => {
     if (typeof value !== "object" || value === null) return OTHER;
@@ -110,6 +114,7 @@ export function planOf(output: unknown, leafClass: PlanHooks["leafClass"]): Plan
     if (!array && proto !== Object.prototype && proto !== null) return OTHER;
     if (depth >= MAX_PLAN_DEPTH || budget <= 0) return GENERIC;
     if (array) {
+      if (isHoley(value)) return GENERIC;
       budget--;
       let element = NONE;
       for (let i = 0; i < value.length && element !== GENERIC; i++) {
