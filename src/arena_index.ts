@@ -41,6 +41,14 @@ export function unregisterArena(buffer: ArrayBufferLike): void {
 }
 
 /**
+ * Forgets an arena whose buffer was collected without `dispose()` (its
+ * entry went with the buffer; only the count is left to correct).
+ */
+export function arenaCollected(): void {
+  registered--;
+}
+
+/**
  * The arena whose memory `view` lies in, if any. Free when no arena exists
  * (one comparison), so copies that use none pay nothing for the feature.
  */

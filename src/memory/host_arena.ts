@@ -14,7 +14,12 @@
  */
 
 import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
-import { type ArenaMemory, registerArena, unregisterArena } from "../arena_index.ts";
+import {
+  arenaCollected,
+  type ArenaMemory,
+  registerArena,
+  unregisterArena,
+} from "../arena_index.ts";
 import { deviceCount } from "../device.ts";
 
 /** Every view an arena hands out starts at a multiple of this. */
@@ -35,12 +40,34 @@ interface Owned {
 
 // Keyed on the buffer, not the arena: views keep the buffer alive, so the
 // memory goes only when the arena and every view of it are unreachable.
-const registry = new FinalizationRegistry<number>((address) => hostFree(address));
+const registry = new FinalizationRegistry<{ address: number; bytes: number }>(
+  ({ address, bytes }) => {
+    hostFree(address);
+    pinnedArenas--;
+    pinnedArenaBytes -= bytes;
+    arenaCollected();
+  },
+);
 
-function free({ address, buffer }: Owned): void {
+/** Pinned arenas not freed yet, and their bytes (for `memoryStats`). */
+let pinnedArenas = 0;
+let pinnedArenaBytes = 0;
+
+/**
+ * The pinned host arenas that exist now and their bytes (outside the
+ * pools; arenas of ordinary memory, made without a GPU, do not count).
+ */
+export function arenaMemory(): { arenas: number; bytes: number } {
+  return { arenas: pinnedArenas, bytes: pinnedArenaBytes };
+}
+
+function free({ address, buffer }: Owned, bytes: number): void {
   unregisterArena(buffer);
   buffer.transfer(0); // every view becomes empty before the memory goes
-  if (address !== 0) hostFree(address);
+  if (address === 0) return;
+  hostFree(address);
+  pinnedArenas--;
+  pinnedArenaBytes -= bytes;
 }
 
 /**
@@ -78,7 +105,9 @@ export class HostArena {
       this.#owned = { address: 0, buffer: new ArrayBuffer(bytes) };
     }
     if (this.#owned.address !== 0) {
-      registry.register(this.#owned.buffer, this.#owned.address, this.#owned);
+      pinnedArenas++;
+      pinnedArenaBytes += bytes;
+      registry.register(this.#owned.buffer, { address: this.#owned.address, bytes }, this.#owned);
     }
   }
 
@@ -204,7 +233,7 @@ export class HostArena {
     this.#checkIdle("dispose");
     this.#disposed = true;
     registry.unregister(this.#owned);
-    free(this.#owned);
+    free(this.#owned, this.#bytes);
   }
 
   /** Same as `dispose()`, for `using`. */

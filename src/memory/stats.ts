@@ -7,6 +7,8 @@
 import { deviceName } from "../device.ts";
 import type { BlockPoolStats } from "./block_pool.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
+import { stagingMemory } from "../staging/background.ts";
+import { arenaMemory } from "./host_arena.ts";
 import { type MemoryLimits, memoryLimits } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 
@@ -34,6 +36,17 @@ export interface MemoryStats {
   pinned: PoolMemoryStats;
   /** One device memory pool per device used so far, by device name (`"cuda:0"`). */
   devices: Record<string, PoolMemoryStats>;
+  /** Pinned host memory outside the pools, and so outside their limits. */
+  outsidePools: {
+    /** Host arenas not freed yet (`hostArena`; pinned ones only). */
+    arenas: number;
+    /** Their bytes. */
+    arenaBytes: number;
+    /** Background stagers (each holds its slots while it lives; `closeStagingWorkers` frees the idle ones). */
+    stagers: number;
+    /** Their pinned slots' bytes. */
+    stagingBytes: number;
+  };
   /** The limits in force (see `setMemoryLimits`). */
   limits: MemoryLimits;
 }
@@ -52,18 +65,20 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
 
 /**
  * The pinned and device memory the library holds now: in use, cached for
- * reuse, the peak, how many allocations it took, and the limits. A steady training loop
- * shows `allocations` standing still and `reservedBytes` flat. (The
- * background stagers' pinned memory, 8 MiB per staging thread and device, is not a
- * pool and is not counted.)
+ * reuse, the peak, how many allocations it took, and the limits. A steady
+ * training loop shows `allocations` standing still and `reservedBytes` flat.
+ * Pinned memory outside the pools is counted apart (`outsidePools`): host
+ * arenas, and the background stagers' slots (8 MiB per staging thread and
+ * device, kept while idle until `closeStagingWorkers()`).
  *
  * @returns a fresh snapshot
  *
  * @example Watching a loop for growth
  * ```ts
  * import { memoryStats } from "@mtc/core";
- * const { pinned } = memoryStats();
+ * const { pinned, outsidePools } = memoryStats();
  * console.assert(pinned.reservedBytes === pinned.inUseBytes + pinned.cachedBytes);
+ * console.assert(outsidePools.arenaBytes >= 0 && outsidePools.stagingBytes >= 0);
  * ```
  */
 export function memoryStats(): MemoryStats {
@@ -71,5 +86,17 @@ export function memoryStats(): MemoryStats {
   for (const index of devicePoolIndices()) {
     devices[deviceName(index)] = figures(devicePool(index).stats());
   }
-  return { pinned: figures(pinnedPool.stats()), devices, limits: { ...memoryLimits() } };
+  const arenas = arenaMemory();
+  const staging = stagingMemory();
+  return {
+    pinned: figures(pinnedPool.stats()),
+    devices,
+    outsidePools: {
+      arenas: arenas.arenas,
+      arenaBytes: arenas.bytes,
+      stagers: staging.stagers,
+      stagingBytes: staging.bytes,
+    },
+    limits: { ...memoryLimits() },
+  };
 }

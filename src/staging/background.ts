@@ -93,8 +93,23 @@ export interface BackgroundRange {
 
 const idleStagers = new Map<number, number[]>();
 
+/** Stagers that exist now (busy or idle), for `memoryStats`. */
+let liveStagers = 0;
+
 function takeStager(device: number): number {
-  return idleStagers.get(device)?.pop() ?? stagerCreate(device, SLOTS, SLOT_BYTES);
+  const idle = idleStagers.get(device)?.pop();
+  if (idle !== undefined) return idle;
+  const stager = stagerCreate(device, SLOTS, SLOT_BYTES);
+  liveStagers++;
+  return stager;
+}
+
+/**
+ * The background stagers that exist now and their pinned bytes (each has
+ * {@linkcode SLOTS} slots of {@linkcode SLOT_BYTES}; outside the pools).
+ */
+export function stagingMemory(): { stagers: number; bytes: number } {
+  return { stagers: liveStagers, bytes: liveStagers * JOB_BYTES };
 }
 
 function returnStager(device: number, stager: number): void {
@@ -158,7 +173,10 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
 /** Frees the pinned memory of the idle stagers (a later large copy creates them again). */
 function releaseStagers(): void {
   for (const list of idleStagers.values()) {
-    for (const stager of list) stagerDestroy(stager);
+    for (const stager of list) {
+      stagerDestroy(stager);
+      liveStagers--;
+    }
     list.length = 0;
   }
 }

@@ -115,3 +115,26 @@ Deno.test({
     arena.reset();
   },
 });
+
+Deno.test({
+  ...gpu,
+  name: "memoryStats() shows arenas and background stagers outside the pools, and their release",
+  async fn() {
+    const { memoryStats } = await import("../../mod.ts");
+    const { closeStagingWorkers } = await import("../../src/staging/background.ts");
+    await closeStagingWorkers();
+    const before = memoryStats().outsidePools;
+    assert.equal(before.stagers, 0);
+    const arena = hostArena(3 << 20);
+    assert.equal(memoryStats().outsidePools.arenaBytes - before.arenaBytes, 3 << 20);
+    // Large pageable tensors are staged in the background, by stagers that stay for the next copy.
+    const large = Array.from({ length: 4 }, (_, i) => randomArray(Float32Array, 2 << 20, 40 + i));
+    disposeAll(await startCopy(large, "cuda:0").get());
+    const staged = memoryStats().outsidePools;
+    assert.ok(staged.stagers >= 1, `${staged.stagers} stagers`);
+    assert.equal(staged.stagingBytes % staged.stagers, 0);
+    arena.dispose();
+    await closeStagingWorkers();
+    assert.deepEqual(memoryStats().outsidePools, before);
+  },
+});

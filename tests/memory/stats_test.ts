@@ -24,3 +24,15 @@ Deno.test("a pool's peak is the most it held at once, kept after a trim", () => 
   pool.acquire(4096);
   assert.equal(pool.stats().peakReservedBytes, 16384);
 });
+
+Deno.test("memoryStats() counts pinned memory outside the pools apart: an ordinary-memory arena is not in it", async () => {
+  const { deviceCount, hostArena } = await import("../../mod.ts");
+  const before = memoryStats().outsidePools;
+  const arena = hostArena(4096);
+  const during = memoryStats().outsidePools;
+  const pinned = deviceCount() > 0;
+  assert.equal(during.arenas - before.arenas, pinned ? 1 : 0);
+  assert.equal(during.arenaBytes - before.arenaBytes, pinned ? 4096 : 0);
+  arena.dispose();
+  assert.deepEqual(memoryStats().outsidePools, before);
+});
