@@ -90,8 +90,11 @@ const GENERIC: PlanNode = { kind: "generic" };
 export const MAX_PLAN_DEPTH = 24;
 /** Objects with more keys than this are left to the generic walk. */
 export const MAX_PLAN_KEYS = 256;
-/** The most container nodes one plan compiles; the rest are left generic. */
-export const MAX_PLAN_NODES = 1024;
+/**
+ * The size of the largest plan compiled: containers plus object keys (the
+ * generated code grows with both); past it, the rest is left generic.
+ */
+export const MAX_PLAN_SIZE = 4096;
 
 /**
  * The plan of a walk's output: its containers (arrays, plain objects) are
@@ -104,7 +107,7 @@ export function planOf(
   output: unknown,
   { leafClass, isHoley }: Pick<PlanHooks, "leafClass" | "isHoley">,
 ): PlanNode {
-  let budget = MAX_PLAN_NODES;
+  let budget = MAX_PLAN_SIZE;
   const node = (value: unknown, depth: number): PlanNode => {
     if (typeof value !== "object" || value === null) return OTHER;
     if (value instanceof leafClass) return LEAF;
@@ -124,7 +127,7 @@ export function planOf(
     }
     const keys = Object.keys(value);
     if (keys.length > MAX_PLAN_KEYS || keys.includes("__proto__")) return GENERIC;
-    budget--;
+    if ((budget -= 1 + keys.length) < 0) return GENERIC;
     const record = value as Record<string, unknown>;
     const values = keys.map((key) => node(record[key], depth + 1));
     return { kind: "object", keys, nullPrototype: proto === null, values };

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { forgetPlans, MAX_DEPTH, planStats, visitByKeys, walk } from "../src/traverse.ts";
-import { MAX_PLAN_DEPTH, planOf } from "../src/walk_plan.ts";
+import { MAX_PLAN_DEPTH, MAX_PLAN_SIZE, planOf } from "../src/walk_plan.ts";
 import { Tensor } from "../src/tensor.ts";
 import { createBatchMetaData, random } from "../examples/reference_batch.ts";
 import { sparseArray } from "./_helpers.ts";
@@ -220,6 +220,22 @@ Deno.test("a long holey array in a planned position keeps its holes (the generic
   const rows = (output as { rows: unknown[] }).rows;
   assert.equal(rows.length, 70_001);
   assert.deepEqual(Object.keys(rows), ["70000"]);
+});
+
+Deno.test("planOf() stops at its size: containers plus keys past MAX_PLAN_SIZE are generic", () => {
+  const t = Tensor.from(new Float32Array(1));
+  // 64 distinct objects of 100 keys: 6464 units, past the size.
+  const wide = Array.from(
+    { length: 64 },
+    (_, i) => Object.fromEntries(Array.from({ length: 100 }, (_, k) => [`o${i}k${k}`, t])),
+  );
+  const node = planOf(Object.fromEntries(wide.map((o, i) => [`w${i}`, o])), HOOKS);
+  assert.ok(node.kind === "object");
+  const kinds = node.values.map((value) => value.kind);
+  const compiled = kinds.filter((kind) => kind === "object").length;
+  assert.ok(compiled > 0 && compiled < 64, `${compiled} objects compiled`);
+  assert.ok(1 + 64 + compiled * 101 <= MAX_PLAN_SIZE);
+  assert.deepEqual(new Set(kinds.slice(compiled)), new Set(["generic"]));
 });
 
 Deno.test("planOf() makes a long holey array a generic node without reading its holes", () => {
