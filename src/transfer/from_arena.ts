@@ -75,10 +75,8 @@ function sendRuns(
   const order = sorted ? firstPositions(n) : byOffset(offsets, n);
   // With a power-of-two alignment of at least 8, every dtype gets exactly
   // it: no per-leaf dtype lookup.
-  const uniform = SequentialPacker.applies(options.minPackedAlignmentBytes)
-    ? options.minPackedAlignmentBytes
-    : 0;
   const { packCpuTensors, maxPackedChunkBytes, minPackedAlignmentBytes } = options;
+  const uniform = SequentialPacker.applies(minPackedAlignmentBytes) ? minPackedAlignmentBytes : 0;
   const run: Run = { arena, indices, offsets, order, from: 0, to: 0, start: 0, end: 0 };
   for (let o = 0; o < n; o++) {
     const k = order[o];

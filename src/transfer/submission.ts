@@ -110,9 +110,11 @@ export class Submission {
    * copy has completed, after the ledger released what it held.
    */
   job(complete: () => void): CopyJob<void> {
-    // The inputs' storages are held from here on, after the transfers were
-    // queued (no user code runs in between, so none can be disposed), so
-    // that the walk over the leaves overlaps the DMA.
+    // The inputs' storages (the walk collected them) are held from here on,
+    // after the transfers were queued, so that the retains overlap the DMA.
+    // No user code runs in between, except while a copy waited for memory:
+    // a storage released then (its last tensor disposed) throws on retain,
+    // which fails the copy.
     for (const storage of this.#route.inputStorages()) {
       storage.retain();
       this.#retained.push(storage);
