@@ -64,15 +64,7 @@ function sendRuns(
 ) {
   const { options, outputs } = route;
   const n = indices.length;
-  let sorted = true;
-  for (let k = 1; k < n; k++) {
-    if (offsets[k] < offsets[k - 1]) {
-      sorted = false;
-      break;
-    }
-  }
-  // A producer that fills the arena in the walk's order needs no sort.
-  const order = sorted ? firstPositions(n) : byOffset(offsets, n);
+  const order = orderByOffset(offsets, n);
   // With a power-of-two alignment of at least 8, every dtype gets exactly
   // it: no per-leaf dtype lookup.
   const { packCpuTensors, maxPackedChunkBytes, minPackedAlignmentBytes } = options;
@@ -103,6 +95,32 @@ function sendRuns(
     if (offset + bytes > run.end) run.end = offset + bytes;
   }
   if (n > run.from) sendRun(route, submission, run);
+}
+
+// The last order sorted, reused while it still sorts the offsets.
+let lastOrder: ArrayLike<number> = firstPositions(0);
+
+/**
+ * Positions 0..n-1 ordered by `offsets` (stable). A producer that fills the
+ * arena in the walk's order needs no sort; one that fills it in another
+ * order, the same one every batch (a training loop's producer, lengths
+ * changing, the arena reset between batches), gets the last copy's order
+ * back after one pass that checks it; anything else is sorted by
+ * {@linkcode byOffset}.
+ */
+export function orderByOffset(offsets: Float64Array, n: number): ArrayLike<number> {
+  if (sortsStably(offsets, n, firstPositions(n))) return firstPositions(n);
+  if (lastOrder.length === n && sortsStably(offsets, n, lastOrder)) return lastOrder;
+  return lastOrder = byOffset(offsets, n);
+}
+
+/** Whether `order` (a permutation of 0..n-1) orders `offsets`, ties by position. */
+function sortsStably(offsets: Float64Array, n: number, order: ArrayLike<number>): boolean {
+  for (let o = 1; o < n; o++) {
+    const a = offsets[order[o - 1]], b = offsets[order[o]];
+    if (b < a || (b === a && order[o] < order[o - 1])) return false;
+  }
+  return true;
 }
 
 /**

@@ -43,6 +43,12 @@ import type { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { type BackgroundRange, stageInBackground } from "../staging/background.ts";
 
+/** Holds on a copy's inputs taken before it waited for memory. */
+export interface InputHolds {
+  readonly storages: readonly Storage[];
+  readonly arenas: readonly ArenaMemory[];
+}
+
 /** The ledger of one copy (see the note above). */
 export class Submission {
   /** What the copy did, for `AsyncCopyHandle.stats()`. */
@@ -55,16 +61,54 @@ export class Submission {
   readonly #devices = new Set<number>();
   readonly #arenas: ArenaMemory[] = [];
   #background: BackgroundRange[] | undefined;
+  // Whether the inputs were held before the copy waited for memory.
+  readonly #inputsHeld: boolean = false;
 
   /** Counters of `route`'s copy before anything was queued. */
   static emptyStats(route: Route): CopyStats {
     return { tensors: route.tensors, bytes: route.bytes, packedTensors: 0, chunks: 0, copies: 0 };
   }
 
-  /** A ledger for `route`, counting into `stats` (fresh by default). */
-  constructor(route: Route, stats: CopyStats = Submission.emptyStats(route)) {
+  /**
+   * Holds `route`'s inputs now: its input storages and the arenas it reads.
+   * A copy that waits for memory takes these before it waits, so that an
+   * input disposed (or an arena reset or freed) meanwhile stays what the
+   * walk found, as it would for a copy that ran at once; the route records
+   * where the inputs' bytes lie, since a disposed tensor no longer says.
+   */
+  static holdInputs(route: Route): InputHolds {
+    route.captureSources();
+    const storages = route.inputStorages();
+    const arenas = [...new Set(route.arenas)];
+    let retained = 0;
+    try {
+      for (; retained < storages.length; retained++) storages[retained].retain();
+    } catch (error) {
+      for (let k = 0; k < retained; k++) storages[k].release();
+      throw error;
+    }
+    for (const arena of arenas) arena.hold();
+    return { storages, arenas };
+  }
+
+  /** Gives back holds of {@linkcode Submission.holdInputs} of a copy that never ran. */
+  static releaseInputs({ storages, arenas }: InputHolds): void {
+    for (const storage of storages) storage.release();
+    for (const arena of arenas) arena.release();
+  }
+
+  /**
+   * A ledger for `route`, counting into `stats` (fresh by default); `held`:
+   * the input holds taken before the copy waited, which it takes over.
+   */
+  constructor(route: Route, stats: CopyStats = Submission.emptyStats(route), held?: InputHolds) {
     this.#route = route;
     this.stats = stats;
+    if (held) {
+      this.#inputsHeld = true;
+      this.#retained.push(...held.storages);
+      this.#arenas.push(...held.arenas);
+    }
   }
 
   /** Notes that the copy queues work on `device` (it gets a completion event). */
@@ -81,6 +125,7 @@ export class Submission {
 
   /** Keeps `arena` from being reset or freed until the copy settles. */
   holdArena(arena: ArenaMemory): void {
+    if (this.#inputsHeld) return;
     arena.hold();
     this.#arenas.push(arena);
   }
@@ -111,13 +156,14 @@ export class Submission {
    */
   job(complete: () => void): CopyJob<void> {
     // The inputs' storages (the walk collected them) are held from here on,
-    // after the transfers were queued, so that the retains overlap the DMA.
-    // No user code runs in between, except while a copy waited for memory:
-    // a storage released then (its last tensor disposed) throws on retain,
-    // which fails the copy.
-    for (const storage of this.#route.inputStorages()) {
-      storage.retain();
-      this.#retained.push(storage);
+    // after the transfers were queued, so that the retains overlap the DMA:
+    // no user code ran since the walk (a copy that waited for memory held
+    // them before it waited).
+    if (!this.#inputsHeld) {
+      for (const storage of this.#route.inputStorages()) {
+        storage.retain();
+        this.#retained.push(storage);
+      }
     }
     const target = this.#route.target;
     let submitted: Promise<void> | undefined;

@@ -12,7 +12,7 @@ import { deviceToDevice } from "./device_to_device.ts";
 import { arenaToDevice } from "./from_arena.ts";
 import { deviceToHost } from "./device_to_host.ts";
 import { hostToDevice } from "./host_to_device.ts";
-import { Submission } from "./submission.ts";
+import { type InputHolds, Submission } from "./submission.ts";
 import "./exit_release.ts";
 
 /**
@@ -27,8 +27,8 @@ export function submit(route: Route): CopyJob<void> {
   return admitted ? submitWhenAdmitted(route, admitted) : submitNow(route);
 }
 
-function submitNow(route: Route, stats?: CopyStats): CopyJob<void> {
-  const submission = new Submission(route, stats);
+function submitNow(route: Route, stats?: CopyStats, held?: InputHolds): CopyJob<void> {
+  const submission = new Submission(route, stats, held);
   try {
     if (route.fromArena.length > 0) arenaToDevice(route, submission);
     if (route.h2d.length > 0) hostToDevice(route, submission);
@@ -56,13 +56,17 @@ function submitNow(route: Route, stats?: CopyStats): CopyJob<void> {
   }
 }
 
-/** A job that submits once `admitted` resolves (its events are filled in then). */
+/**
+ * A job that submits once `admitted` resolves (its events are filled in
+ * then). It holds the inputs while it waits: user code runs meanwhile.
+ */
 function submitWhenAdmitted(route: Route, admitted: Promise<void>): CopyJob<void> {
   const events: DeviceEvent[] = [];
   const stats = Submission.emptyStats(route);
+  const held = Submission.holdInputs(route);
   let job: CopyJob<void> | undefined;
   const submitted = admitted.then(async () => {
-    job = submitNow(route, stats);
+    job = submitNow(route, stats, held);
     if (job.submitted) await job.submitted;
     events.push(...job.events);
   });
@@ -73,7 +77,8 @@ function submitWhenAdmitted(route: Route, admitted: Promise<void>): CopyJob<void
     complete: () => job!.complete(),
     abort: () => {
       if (job) return job.abort();
-      // Never admitted: nothing was taken but the outputs and the lists.
+      // Never admitted: nothing was taken but the holds, the outputs and the lists.
+      Submission.releaseInputs(held);
       for (const output of route.outputs) output.dispose();
       route.releaseLists();
     },

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
-import { disposeAll, hostArena, startCopy } from "../../mod.ts";
+import { disposeAll, hostArena, setMemoryLimits, startCopy } from "../../mod.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { addressOf, assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
@@ -96,6 +97,67 @@ Deno.test({
     assertRoundTrip({ boxes: new Float32Array(16).fill(3) }, onDevice, "cuda:0");
     disposeAll(onDevice);
     arena.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "an arena cannot be reset or freed while a copy from it waits for memory; the copy lands bit-exact",
+  async fn() {
+    const MiB = 1024 * 1024;
+    const before = setMemoryLimits({});
+    const arena = hostArena(1 << 16);
+    try {
+      const boxes = arena.float32(16);
+      boxes.set(randomArray(Float32Array, 16, 4));
+      const expected = { boxes: boxes.slice(), ids: new Int32Array([7, 8]) };
+      const ids = arena.int32(2);
+      ids.set([7, 8]);
+      setMemoryLimits({ deviceBytes: devicePool(0).inUseBytes + 4 * MiB, waitMs: 10_000 });
+      // Leaves less room than the 72 bytes the copy needs.
+      const held = await startCopy([new Uint8Array(4 * MiB - 64)], "cuda:0").get();
+      const handle = startCopy({ boxes, ids }, "cuda:0");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(handle.ready(), false, "the copy must wait for memory");
+      assert.equal(arena.copiesInFlight, 1);
+      assert.throws(() => arena.reset(), /Cannot reset a hostArena that 1 copies in flight/);
+      assert.throws(() => arena.dispose(), /Cannot dispose a hostArena that 1 copies in flight/);
+      disposeAll(held);
+      const onDevice = await handle.get();
+      assert.equal(arena.copiesInFlight, 0);
+      assertRoundTrip(expected, onDevice, "cuda:0");
+      disposeAll(onDevice);
+    } finally {
+      setMemoryLimits(before);
+      arena.dispose();
+    }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a copy from an arena that waited too long for memory releases its hold",
+  async fn() {
+    const MiB = 1024 * 1024;
+    const before = setMemoryLimits({});
+    using arena = hostArena(1 << 16);
+    try {
+      setMemoryLimits({ deviceBytes: devicePool(0).inUseBytes + 4 * MiB, waitMs: 50 });
+      const held = await startCopy([new Uint8Array(4 * MiB - 16)], "cuda:0").get();
+      try {
+        await assert.rejects(
+          startCopy([arena.float32(4), arena.int32(4)], "cuda:0").get(),
+          /memory limit/,
+        );
+      } finally {
+        disposeAll(held);
+      }
+    } finally {
+      setMemoryLimits(before);
+    }
+    assert.equal(arena.copiesInFlight, 0);
+    arena.reset();
   },
 });
 

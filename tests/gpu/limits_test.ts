@@ -120,6 +120,50 @@ Deno.test({
   },
 });
 
+for (
+  const [what, toDevice] of [
+    ["a CUDA input of a CUDA→CPU copy waiting under the pinned limit", false],
+    ["a pinned input of a CPU→CUDA copy waiting under the device limit", true],
+  ] as const
+) {
+  Deno.test({
+    ...gpu,
+    name:
+      `${what}, disposed while the copy waits, is held until it settles: the copy lands bit-exact, nothing leaks`,
+    async fn() {
+      const deviceBase = devicePool(0).inUseBytes;
+      const pinnedBase = pinnedPool.inUseBytes;
+      const source = [randomArray(Uint8Array, 4 * MiB, 8)];
+      const onDevice = await startCopy(source, "cuda:0").get();
+      // The input: on the device, or pinned (a CUDA→CPU result).
+      const input = toDevice ? await startCopy(onDevice, "cpu").get() : onDevice;
+      const limits = toDevice
+        ? { deviceBytes: devicePool(0).inUseBytes + 6 * MiB, waitMs: 10_000 }
+        : { pinnedBytes: pinnedPool.inUseBytes + 6 * MiB, waitMs: 10_000 };
+      await withLimits(limits, async () => {
+        // Memory that keeps the copy waiting until it is disposed.
+        const first = await startCopy(
+          toDevice ? [new Uint8Array(4 * MiB)] : onDevice,
+          toDevice ? "cuda:0" : "cpu",
+        ).get();
+        const waiting = startCopy(input, toDevice ? "cuda:0" : "cpu");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.equal(waiting.ready(), false, "the copy must wait for memory");
+        disposeAll(input);
+        assert.ok((input[0] as Tensor).disposed);
+        disposeAll(first);
+        const output = await waiting.get();
+        const back = toDevice ? await startCopy(output, "cpu").get() : output;
+        assertRoundTrip(source, back, "cpu");
+        disposeAll([output, back]);
+      });
+      disposeAll(onDevice);
+      assert.equal(devicePool(0).inUseBytes, deviceBase);
+      assert.equal(pinnedPool.inUseBytes, pinnedBase);
+    },
+  });
+}
+
 Deno.test({
   ...gpu,
   name: "a loop that drops its results stays under the device limit (finalizers give it back)",
