@@ -17,10 +17,17 @@
  * Every failure is an `Error` that names the path or URL and what to do,
  * including the permission flag that is missing.
  *
+ * Only the first download waits on I/O: every other case is synchronous
+ * (`statSync`, `readFileSync`, a synchronous hash), so that importing the
+ * package never lets the event loop turn. A Worker that imports it and then
+ * installs its `message` handler would otherwise lose the messages sent to
+ * it meanwhile (the Worker API delivers them to no handler).
+ *
  * @module
  */
 
 import { PREBUILT_SHIMS, type PrebuiltShim } from "./prebuilt.ts";
+import { sha256HexSync } from "./sha256.ts";
 import { ABI_VERSION } from "./symbols.ts";
 
 /** The package version; it keys the cache directory (checked against deno.json by a test). */
@@ -79,7 +86,7 @@ function isNotCapable(error: unknown): boolean {
 export async function locateShim(search: ShimSearch = {}): Promise<ShimFile> {
   const env = search.env ?? readEnv;
   const override = env("MTC_SHIM_PATH");
-  if (override) return { path: await checkedOverride(override), origin: "MTC_SHIM_PATH" };
+  if (override) return { path: checkedOverride(override), origin: "MTC_SHIM_PATH" };
   const prebuilt = search.prebuilt ?? PREBUILT_SHIMS;
   const platform = platformKey();
   const shim = prebuilt[platform];
@@ -96,9 +103,9 @@ export async function locateShim(search: ShimSearch = {}): Promise<ShimFile> {
   return await cachedCopy(url, shim, cacheRoot(env));
 }
 
-async function checkedOverride(path: string): Promise<string> {
+function checkedOverride(path: string): string {
   try {
-    const info = await Deno.stat(path);
+    const info = Deno.statSync(path);
     if (!info.isFile) throw new Error("not a file");
   } catch (error) {
     if (isNotCapable(error)) {
@@ -139,7 +146,7 @@ async function cachedCopy(url: URL, shim: PrebuiltShim, root: string): Promise<S
   const dir = path.slice(0, path.lastIndexOf("/"));
   let cached: Uint8Array | undefined;
   try {
-    cached = await Deno.readFile(path);
+    cached = Deno.readFileSync(path);
   } catch (error) {
     if (isNotCapable(error)) {
       throw new Error(
@@ -149,7 +156,7 @@ async function cachedCopy(url: URL, shim: PrebuiltShim, root: string): Promise<S
     }
     if (!(error instanceof Deno.errors.NotFound)) throw unusableCache(path, root, error);
   }
-  if (cached && await sha256Hex(cached) === shim.sha256) return { path, origin: "cache" };
+  if (cached && sha256HexSync(cached) === shim.sha256) return { path, origin: "cache" };
   // Missing, truncated or corrupt: fetch a fresh copy and replace it.
   const bytes = await download(url, shim, path);
   await writeAtomically(dir, path, bytes, root);

@@ -200,3 +200,44 @@ Deno.test("a platform with no prebuilt shim is told to build one", async () => {
     new RegExp(`no prebuilt native shim for ${platform}.*deno task build.*MTC_SHIM_PATH`),
   );
 });
+
+/**
+ * Whether `promise` settles before a task queued now runs: what a Worker
+ * importing the package needs, since a message that arrives while its
+ * import waits on I/O is delivered to no handler.
+ */
+async function settlesWithoutTask(promise: Promise<unknown>): Promise<boolean> {
+  let settled = false;
+  const done = promise.then(() => settled = true, () => settled = true);
+  const channel = new MessageChannel();
+  const task = new Promise((resolve) => channel.port1.onmessage = resolve);
+  channel.port2.postMessage(0);
+  await task;
+  channel.port1.close();
+  channel.port2.close();
+  const before = settled;
+  await done;
+  return before;
+}
+
+Deno.test("the shim is found without waiting on I/O from a checkout, MTC_SHIM_PATH and the cache (a Worker's import loses no message)", async () => {
+  const none = () => undefined;
+  assert.equal(await settlesWithoutTask(locateShim({ env: none })), true, "checkout");
+  const override = `${root}native/prebuilt/${shim.file}`;
+  const env = (name: string) => (name === "MTC_SHIM_PATH" ? override : undefined);
+  assert.equal(await settlesWithoutTask(locateShim({ env })), true, "MTC_SHIM_PATH");
+  const cache = await Deno.makeTempDir();
+  const { server, moduleUrl } = servePrebuilt();
+  try {
+    // The first download does wait (fetch); the cached copy after it does not.
+    assert.equal(await settlesWithoutTask(locateShim({ moduleUrl, env: envFor(cache) })), false);
+    assert.equal(
+      await settlesWithoutTask(locateShim({ moduleUrl, env: envFor(cache) })),
+      true,
+      "cache",
+    );
+  } finally {
+    await server.shutdown();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
