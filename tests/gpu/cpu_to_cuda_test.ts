@@ -212,3 +212,39 @@ Deno.test({
     disposeAll(onDevice);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "TypedArrays over SharedArrayBuffers (a loader Worker's output) land bit-exact: packed, threaded, background-staged and growable",
+  async fn() {
+    const shared = <T extends TypedArray>(source: T, options?: { maxByteLength: number }): T => {
+      const buffer = new SharedArrayBuffer(source.byteLength, options);
+      new Uint8Array(buffer).set(
+        new Uint8Array(source.buffer, source.byteOffset, source.byteLength),
+      );
+      return new (source.constructor as new (b: SharedArrayBuffer) => T)(buffer);
+    };
+    const input = {
+      small: [shared(randomArray(Float32Array, 7, 1)), shared(randomArray(BigInt64Array, 3, 2))],
+      tiles: Array.from({ length: 600 }, (_, i) => shared(randomArray(Int32Array, 1024, 10 + i))),
+      large: shared(randomArray(Uint8Array, 8 << 20, 3)),
+      growable: shared(randomArray(Float64Array, 1 << 18, 4), { maxByteLength: 4 << 20 }),
+    };
+    const onDevice = await startCopy(input, "cuda:0").get();
+    for (
+      const [a, b] of [
+        ...input.small.map((array, i) => [array, onDevice.small[i]] as const),
+        ...input.tiles.map((array, i) => [array, onDevice.tiles[i]] as const),
+        [input.large, onDevice.large] as const,
+        [input.growable, onDevice.growable] as const,
+      ]
+    ) {
+      assert.deepEqual(
+        bytesOf(b as Tensor),
+        new Uint8Array(new Uint8Array(a.buffer, a.byteOffset, a.byteLength)),
+      );
+    }
+    disposeAll(onDevice);
+  },
+});
