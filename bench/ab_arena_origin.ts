@@ -15,17 +15,12 @@
  * @module
  */
 
-import { deviceCount } from "../mod.ts";
+import { abArgs } from "./_ab_args.ts";
 
 type Library = typeof import("../mod.ts");
 type Examples = typeof import("../examples/reference_batch.ts");
 
-if (deviceCount() === 0 || Deno.args.length === 0) {
-  console.log("Needs a CUDA device and the old checkout's directory as the first argument.");
-  Deno.exit(0);
-}
-const oldRoot = new URL(`${Deno.args[0].replace(/\/$/, "")}/`, `file://${Deno.cwd()}/`);
-const rounds = Number(Deno.args[1] ?? 4000);
+const { oldRoot, iterations: rounds } = abArgs(4000, { needsGpu: true });
 const old: Library = await import(new URL("mod.ts", oldRoot).href);
 const oldExamples: Examples = await import(new URL("examples/reference_batch.ts", oldRoot).href);
 const lib: Library = await import("../mod.ts");

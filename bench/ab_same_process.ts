@@ -18,17 +18,12 @@
  * @module
  */
 
-import { deviceCount } from "../mod.ts";
+import { abArgs } from "./_ab_args.ts";
 
 type Library = typeof import("../mod.ts");
 type Examples = typeof import("../examples/reference_batch.ts");
 
-if (deviceCount() === 0 || Deno.args.length === 0) {
-  console.log("Needs a CUDA device and the old checkout's directory as the first argument.");
-  Deno.exit(0);
-}
-const oldRoot = new URL(`${Deno.args[0].replace(/\/$/, "")}/`, `file://${Deno.cwd()}/`);
-const iterations = Number(Deno.args[1] ?? 2000);
+const { oldRoot, iterations } = abArgs(2000, { needsGpu: true });
 
 /** One version's library, its inputs (built with its own `Tensor`) and its results to copy back. */
 interface Side {

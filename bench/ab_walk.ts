@@ -13,13 +13,10 @@
  * @module
  */
 
-if (Deno.args.length === 0) {
-  console.log("Needs the old checkout's directory as the first argument.");
-  Deno.exit(0);
-}
-const oldRoot = new URL(`${Deno.args[0].replace(/\/$/, "")}/`, `file://${Deno.cwd()}/`);
+import { abArgs } from "./_ab_args.ts";
+
+const { oldRoot, iterations } = abArgs(4000, { needsGpu: false });
 const newRoot = new URL("../", import.meta.url);
-const iterations = Number(Deno.args[1] ?? 4000);
 
 /** One version's walk of each case into a fresh route; returns microseconds. */
 async function side(root: URL): Promise<(c: number) => number> {
