@@ -9,7 +9,9 @@
 # 3000 (every CUDA call is much slower under the tools) and does not bound
 # RSS (the tools' shadow memory grows it); the two tests that make a device
 # allocation fail on purpose (out of memory, an absurd size) are skipped
-# (MTC_UNDER_SANITIZER=1), since the tools report those calls, rightly.
+# (MTC_UNDER_SANITIZER=1), since the tools report those calls, rightly, and
+# so is the test that terminates a Worker with copies in flight (its pools
+# are never freed: Deno fires no unload in a Worker).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sanitizer="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"

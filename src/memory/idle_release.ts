@@ -1,6 +1,7 @@
 /**
  * Idle memory goes back to CUDA: once a pool has not been used for
- * `idleReleaseMs`, its cached blocks are freed. One timer at most, started
+ * `idleReleaseMs`, its cached blocks are freed; so are the background
+ * stagers' slots once no stager was used for that long. One timer at most, started
  * by a release and unref'd, so it never keeps a process alive; a training
  * loop that copies every few milliseconds never sees it fire.
  *
@@ -12,6 +13,7 @@ import { devicePool, devicePoolIndices, devicePools, trimDevicePool } from "./de
 import { memoryLimits, onLimitsChanged } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 import { onMemoryReleased } from "./released.ts";
+import { idleStagers, releaseIdleStagers } from "../staging/background.ts";
 
 let timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -27,6 +29,8 @@ function schedule(): void {
   for (const pool of pools()) {
     if (pool.cachedBytes > 0) due = Math.min(due, pool.lastUse + idleMs);
   }
+  const stagers = idleStagers();
+  if (stagers.bytes > 0) due = Math.min(due, stagers.lastUse + idleMs);
   if (due === Infinity) return;
   timer = setTimeout(releaseIdle, Math.max(0, due - performance.now()));
   Deno.unrefTimer(timer);
@@ -41,6 +45,8 @@ function releaseIdle(): void {
   for (const device of devicePoolIndices()) {
     if (idle(devicePool(device))) trimDevicePool(device);
   }
+  const stagers = idleStagers();
+  if (stagers.bytes > 0 && now - stagers.lastUse >= idleMs) releaseIdleStagers();
   schedule();
 }
 

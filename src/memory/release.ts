@@ -6,12 +6,14 @@
 
 import { devicePoolIndices, trimDevicePool } from "./device_memory.ts";
 import { pinnedPool } from "./pinned_memory.ts";
+import { releaseIdleStagers } from "../staging/background.ts";
 // Idle memory also goes back on its own, after the idle-release time.
 import "./idle_release.ts";
 
 /**
- * Frees every idle block of the pinned and device memory pools and gives
- * the memory back to the OS (other processes can use it). Memory held by
+ * Frees every idle block of the pinned and device memory pools, and the
+ * pinned slots of idle background stagers, and gives the memory back to the
+ * OS (other processes can use it). Memory held by
  * live tensors or in-flight copies stays. The pools keep idle blocks so
  * that steady-state copies allocate nothing; call this when a phase that
  * copied a lot is over. Any TypedArray still viewing a freed pinned block
@@ -30,5 +32,5 @@ import "./idle_release.ts";
 export function releaseCachedMemory(): number {
   let freed = pinnedPool.trim();
   for (const device of devicePoolIndices()) freed += trimDevicePool(device);
-  return freed;
+  return freed + releaseIdleStagers();
 }

@@ -42,7 +42,7 @@ export interface MemoryStats {
     arenas: number;
     /** Their bytes. */
     arenaBytes: number;
-    /** Background stagers (each holds its slots while it lives; `closeStagingWorkers` frees the idle ones). */
+    /** Background stagers (each holds its slots while it lives; idle ones go back with the pools' idle memory). */
     stagers: number;
     /** Their pinned slots' bytes. */
     stagingBytes: number;
@@ -69,7 +69,8 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
  * training loop shows `allocations` standing still and `reservedBytes` flat.
  * Pinned memory outside the pools is counted apart (`outsidePools`): host
  * arenas, and the background stagers' slots (8 MiB per staging thread and
- * device, kept while idle until `closeStagingWorkers()`).
+ * device; idle ones are freed by `releaseCachedMemory()` and the idle
+ * release, like the pools' cached blocks).
  *
  * @returns a fresh snapshot
  *

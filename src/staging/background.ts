@@ -30,6 +30,7 @@ import {
   stagerDestroy,
 } from "../../ffi/native.ts";
 import type { TypedArray } from "../dtype.ts";
+import { memoryReleased } from "../memory/released.ts";
 
 /**
  * Unpacked CPU tensors at least this large are staged in the background
@@ -91,13 +92,13 @@ export interface BackgroundRange {
   bytes: number;
 }
 
-const idleStagers = new Map<number, number[]>();
+const idleStagerLists = new Map<number, number[]>();
 
 /** Stagers that exist now (busy or idle), for `memoryStats`. */
 let liveStagers = 0;
 
 function takeStager(device: number): number {
-  const idle = idleStagers.get(device)?.pop();
+  const idle = idleStagerLists.get(device)?.pop();
   if (idle !== undefined) return idle;
   const stager = stagerCreate(device, SLOTS, SLOT_BYTES);
   liveStagers++;
@@ -113,9 +114,24 @@ export function stagingMemory(): { stagers: number; bytes: number } {
 }
 
 function returnStager(device: number, stager: number): void {
-  let list = idleStagers.get(device);
-  if (!list) idleStagers.set(device, list = []);
+  let list = idleStagerLists.get(device);
+  if (!list) idleStagerLists.set(device, list = []);
   list.push(stager);
+  lastStagerUse = performance.now();
+  // Idle stagers go back after the idle-release time, as the pools' blocks do.
+  memoryReleased();
+}
+
+let lastStagerUse = 0;
+
+/**
+ * The idle stagers' pinned bytes and when a stager was last returned
+ * (`performance.now()`), for the idle release.
+ */
+export function idleStagers(): { bytes: number; lastUse: number } {
+  let count = 0;
+  for (const list of idleStagerLists.values()) count += list.length;
+  return { bytes: count * JOB_BYTES, lastUse: lastStagerUse };
 }
 
 /**
@@ -170,15 +186,21 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
   if (failure !== undefined) throw failure;
 }
 
-/** Frees the pinned memory of the idle stagers (a later large copy creates them again). */
-function releaseStagers(): void {
-  for (const list of idleStagers.values()) {
+/**
+ * Frees the pinned memory of the idle stagers (a later large copy creates
+ * them again); returns the bytes freed. Stagers busy with a copy stay.
+ */
+export function releaseIdleStagers(): number {
+  let freed = 0;
+  for (const list of idleStagerLists.values()) {
     for (const stager of list) {
       stagerDestroy(stager);
       liveStagers--;
+      freed += JOB_BYTES;
     }
     list.length = 0;
   }
+  return freed;
 }
 
 /**
@@ -196,6 +218,6 @@ function releaseStagers(): void {
  * ```
  */
 export function closeStagingWorkers(): Promise<void> {
-  releaseStagers();
+  releaseIdleStagers();
   return Promise.resolve();
 }

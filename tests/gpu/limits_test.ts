@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
-import { disposeAll, memoryStats, setMemoryLimits, startCopy, type Tensor } from "../../mod.ts";
+import {
+  disposeAll,
+  memoryStats,
+  releaseCachedMemory,
+  setMemoryLimits,
+  startCopy,
+  type Tensor,
+} from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
@@ -200,6 +207,32 @@ Deno.test({
       const after = memoryStats();
       assert.equal(after.devices["cuda:0"].cachedBytes, 0);
       assert.equal(after.pinned.cachedBytes, 0);
+      // The 4 MiB input was staged in the background: its stager's slots go back too.
+      assert.equal(after.outsidePools.stagers, 0);
     });
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "releaseCachedMemory() also frees the idle background stagers' pinned slots, and counts them",
+  async fn() {
+    const output = await startCopy([new Uint8Array(8 * MiB)], "cuda:0").get();
+    disposeAll(output);
+    const before = memoryStats();
+    assert.ok(before.outsidePools.stagers >= 1, "the 8 MiB input was staged in the background");
+    const cached = before.pinned.cachedBytes + before.devices["cuda:0"].cachedBytes;
+    const freed = releaseCachedMemory();
+    const after = memoryStats();
+    assert.equal(after.outsidePools.stagers, 0);
+    assert.equal(after.outsidePools.stagingBytes, 0);
+    assert.equal(freed, cached + before.outsidePools.stagingBytes);
+    // A later large copy creates its stagers again.
+    const again = [randomArray(Uint8Array, 8 * MiB, 9)];
+    const onDevice = await startCopy(again, "cuda:0").get();
+    const back = await startCopy(onDevice, "cpu").get();
+    assertRoundTrip(again, back, "cpu");
+    disposeAll([onDevice, back]);
   },
 });
