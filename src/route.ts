@@ -64,8 +64,6 @@ export class Route implements LeafSink {
   #d2hMixed = false;
   #peerSource = CPU;
   #peerMixed = false;
-  // Sources recorded by captureSources(), by leaf index (sparse).
-  #captured: { addresses: number[]; pinned: boolean[] } | undefined;
   /** Indices of CPU→CUDA leaves (implicit while they are all the leaves). */
   readonly h2d: IndexList = new IndexList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
@@ -170,15 +168,13 @@ export class Route implements LeafSink {
 
   /** Whether leaf `index` is a tensor already in pinned host memory. */
   isPinned(index: number): boolean {
-    const captured = this.#captured?.pinned[index];
-    if (captured !== undefined) return captured;
     const leaf = this.leaves[index];
     return leaf instanceof Tensor && leaf.pinned;
   }
 
   /** The address of leaf `index` (a tensor in pooled memory: device or pinned). */
   sourceAddress(index: number): number {
-    return this.#captured?.addresses[index] ?? tensorAddress(this.leaves[index] as Tensor);
+    return tensorAddress(this.leaves[index] as Tensor);
   }
 
   /**
@@ -188,14 +184,19 @@ export class Route implements LeafSink {
    * dispose them (their storages are held, their memory stays).
    */
   captureSources(): void {
-    const captured = this.#captured = { addresses: [] as number[], pinned: [] as boolean[] };
+    const addresses: number[] = [];
+    const pinned: boolean[] = [];
     for (let i = 0; i < this.#moving; i++) {
       const leaf = this.leaves[i];
       if (!(leaf instanceof Tensor) || tensorStorage(leaf) === undefined) continue;
-      captured.addresses[i] = tensorAddress(leaf);
-      captured.pinned[i] = leaf.pinned;
+      addresses[i] = tensorAddress(leaf);
+      pinned[i] = leaf.pinned;
       if (leaf.pinned) this.hostData[i] = leaf.toTypedArray();
     }
+    // This route's own methods: the routes of copies that never wait keep
+    // the plain ones (a check in them cost GPU→CPU copies 2–4 %, per leaf).
+    this.sourceAddress = (index) => addresses[index] ?? tensorAddress(this.leaves[index] as Tensor);
+    this.isPinned = (index) => pinned[index] ?? false;
   }
 
   /**
