@@ -96,6 +96,8 @@ export const MTC_E_BAD_ARGUMENT = 100002;
 export const MTC_E_NO_DRIVER = 100003;
 /** Shim status code: the driver is older than the shim accepts. */
 export const MTC_E_DRIVER_TOO_OLD = 100004;
+/** Shim status code: background staging was stopped (the process is exiting). */
+export const MTC_E_STOPPED = 100006;
 
 /**
  * Loads the CUDA driver (once) and says what it found.
@@ -324,6 +326,16 @@ export function gather(
     sym().mtc_gather(device, table, count, dst, hostDst, bytes, event),
     () => `gather ${count} tensors on cuda:${device}`,
   );
+}
+
+/**
+ * Stops background staging for the rest of the process (at exit): later
+ * staging calls fail with {@linkcode MTC_E_STOPPED}, running ones stop
+ * before their next slot. Returns once none runs, or after `timeoutMs`:
+ * how many still run.
+ */
+export function stopStaging(timeoutMs: number): number {
+  return sym().mtc_staging_stop(timeoutMs);
 }
 
 /** Waits for all work queued on the library stream of `device`. */

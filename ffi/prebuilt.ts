@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "7e44266b0260c001f26df3c62587203e597426ad2a0a0cd59dbe59bf5f4af21a";
+export const SHIM_SOURCE_HASH = "14475f5a845afcaec551a46349d1c9c17c9d176191b9e9554d0e207f033d77ba";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 124888,
-    sha256: "43fa1c916050fca824613274f05970b627acf69715aa97a9d0d5757fefc82be6",
+    bytes: 124896,
+    sha256: "35838fc4ce568109a621a239dddc2dbe9a674aa375228c50d83c9eac802f92d2",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 133024,
-    sha256: "51920fb776b9ab65beac8087b66efd1390f7be510378a1f390e5e5a2a8494556",
+    bytes: 133032,
+    sha256: "1037d675543f0756fca285a7c2ed2e543e383accae2c8781bc1715c6010b77bb",
   },
 };

@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 11;
+export const ABI_VERSION = 12;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -82,6 +82,8 @@ export const symbols = {
     parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
     result: "i32",
   },
+  // int32_t mtc_staging_stop(double timeout_ms)
+  mtc_staging_stop: { parameters: ["f64"], result: "i32" },
   // int32_t mtc_stream_synchronize(int32_t device)
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
   // int32_t mtc_device_release_unused(int32_t device)

@@ -20,6 +20,7 @@
 #define MTC_E_NO_DRIVER 100003
 #define MTC_E_DRIVER_TOO_OLD 100004
 #define MTC_E_MISSING_SYMBOL 100005
+#define MTC_E_STOPPED 100006
 
 #define MTC_HIDDEN __attribute__((visibility("hidden")))
 

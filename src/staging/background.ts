@@ -94,14 +94,14 @@ export interface BackgroundRange {
 
 const idleStagerLists = new Map<number, number[]>();
 
-/** Stagers that exist now (busy or idle), for `memoryStats`. */
-let liveStagers = 0;
+/** Stagers that exist now (busy or idle). */
+const liveStagers = new Set<number>();
 
 function takeStager(device: number): number {
   const idle = idleStagerLists.get(device)?.pop();
   if (idle !== undefined) return idle;
   const stager = stagerCreate(device, SLOTS, SLOT_BYTES);
-  liveStagers++;
+  liveStagers.add(stager);
   return stager;
 }
 
@@ -110,7 +110,7 @@ function takeStager(device: number): number {
  * {@linkcode SLOTS} slots of {@linkcode SLOT_BYTES}; outside the pools).
  */
 export function stagingMemory(): { stagers: number; bytes: number } {
-  return { stagers: liveStagers, bytes: liveStagers * JOB_BYTES };
+  return { stagers: liveStagers.size, bytes: liveStagers.size * JOB_BYTES };
 }
 
 function returnStager(device: number, stager: number): void {
@@ -195,12 +195,23 @@ export function releaseIdleStagers(): number {
   for (const list of idleStagerLists.values()) {
     for (const stager of list) {
       stagerDestroy(stager);
-      liveStagers--;
+      liveStagers.delete(stager);
       freed += JOB_BYTES;
     }
     list.length = 0;
   }
   return freed;
+}
+
+/**
+ * Frees every stager, busy ones included: only at exit, once
+ * `stopStaging()` said no staging call runs any more (their copies will
+ * never return to JavaScript to give them back).
+ */
+export function releaseAllStagersAfterStop(): void {
+  for (const stager of liveStagers) stagerDestroy(stager);
+  liveStagers.clear();
+  idleStagerLists.clear();
 }
 
 /**
