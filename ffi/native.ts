@@ -224,6 +224,16 @@ export function stagerCreate(device: number, slots: number, slotBytes: number): 
   return out[0];
 }
 
+/**
+ * Stops `stager` for good (when its isolate ends): a staging call on it that
+ * starts later fails with {@linkcode MTC_E_STOPPED}, a running one stops
+ * before its next slot. True once none runs; false if one still runs after
+ * `timeoutMs`.
+ */
+export function stagerStop(stager: number, timeoutMs: number): boolean {
+  return sym().mtc_stager_stop(stager, timeoutMs) === 0;
+}
+
 /** Waits for a stager's queued copies and frees it. */
 export function stagerDestroy(stager: number): void {
   check(sym().mtc_stager_destroy(stager), "free pinned staging memory");
@@ -326,16 +336,6 @@ export function gather(
     sym().mtc_gather(device, table, count, dst, hostDst, bytes, event),
     () => `gather ${count} tensors on cuda:${device}`,
   );
-}
-
-/**
- * Stops background staging for the rest of the process (at exit): later
- * staging calls fail with {@linkcode MTC_E_STOPPED}, running ones stop
- * before their next slot. Returns once none runs, or after `timeoutMs`:
- * how many still run.
- */
-export function stopStaging(timeoutMs: number): number {
-  return sym().mtc_staging_stop(timeoutMs);
 }
 
 /** Waits for all work queued on the library stream of `device`. */

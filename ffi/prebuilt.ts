@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "14475f5a845afcaec551a46349d1c9c17c9d176191b9e9554d0e207f033d77ba";
+export const SHIM_SOURCE_HASH = "d37e1fa96f746c9fd3b5d56ac205f2630e2f00a64a30b4e986e4a4d9b5025a35";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 124896,
-    sha256: "35838fc4ce568109a621a239dddc2dbe9a674aa375228c50d83c9eac802f92d2",
+    bytes: 124904,
+    sha256: "67c93184c195641dc3a4ff2ca638bbe4436b03bd10b2092062c88fdffe541b96",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 133032,
-    sha256: "1037d675543f0756fca285a7c2ed2e543e383accae2c8781bc1715c6010b77bb",
+    bytes: 133040,
+    sha256: "815838431f7a5da22cfc09bd437145e9bbbe213e09dea1226967ba83d1de2096",
   },
 };

@@ -60,6 +60,8 @@ export const symbols = {
   },
   // int32_t mtc_stager_create(int32_t device, int32_t slots, double slot_bytes, double* out)
   mtc_stager_create: { parameters: ["i32", "i32", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_stager_stop(addr_t stager, double timeout_ms)
+  mtc_stager_stop: { parameters: ["f64", "f64"], result: "i32" },
   // int32_t mtc_stager_destroy(addr_t stager)
   mtc_stager_destroy: { parameters: ["f64"], result: "i32" },
   // int32_t mtc_stage_buffer(addr_t stager, addr_t dst, const uint8_t* src, double offset, double bytes),
@@ -82,8 +84,6 @@ export const symbols = {
     parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
     result: "i32",
   },
-  // int32_t mtc_staging_stop(double timeout_ms)
-  mtc_staging_stop: { parameters: ["f64"], result: "i32" },
   // int32_t mtc_stream_synchronize(int32_t device)
   mtc_stream_synchronize: { parameters: ["i32"], result: "i32" },
   // int32_t mtc_device_release_unused(int32_t device)

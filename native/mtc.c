@@ -221,7 +221,11 @@ struct mtc_stager {
   void *slot[MTC_STAGER_MAX_SLOTS];
   CUevent event[MTC_STAGER_MAX_SLOTS];
   int busy[MTC_STAGER_MAX_SLOTS];
+  int stopped;  // see mtc_stager_stop
+  int active;   // staging calls running on it
 };
+
+static void stop_staging_at_exit(void);
 
 static void stager_free(struct mtc_stager *st) {
   for (int i = 0; i < st->slots; i++) {
@@ -239,6 +243,10 @@ MTC_EXPORT int32_t mtc_stager_create(int32_t device, int32_t slots, double slot_
   if (slots < 1 || slots > MTC_STAGER_MAX_SLOTS || slot_bytes <= 0) return MTC_E_BAD_ARGUMENT;
   int status = mtc_use_device(device);
   if (status) return status;
+  // Registered after the driver loaded (mtc_use_device above), so that it
+  // runs before the driver's own exit handlers.
+  static int exit_handler;
+  if (__atomic_exchange_n(&exit_handler, 1, __ATOMIC_SEQ_CST) == 0) atexit(stop_staging_at_exit);
   struct mtc_stager *st = calloc(1, sizeof *st);
   if (st == NULL) return MTC_E_BAD_ARGUMENT;
   st->device = device;
@@ -276,40 +284,60 @@ MTC_EXPORT int32_t mtc_stager_destroy(addr_t stager) {
 // buffer meanwhile, so the copy never reads freed memory. A buffer already
 // detached arrives as NULL.
 //
-// Calls are counted while they run, so that the exit handler can stop them
-// (mtc_staging_stop) before anything they use is freed: a process that
-// exited with staging in flight crashed 4 runs in 8 (SIGSEGV) otherwise.
+// Calls are counted while they run, per stager and in all, so that they can
+// be stopped before anything they use is freed: the exit handler of the
+// isolate that owns the stagers stops them (mtc_stager_stop), and at process
+// exit a handler stops every call before the driver's own teardown. A
+// process that exited 2-5 ms into a large pageable copy crashed 4 runs in 8
+// (SIGSEGV) before.
 static int g_staging_stopped;
 static int g_staging_active;
+
+static int staging_stopped(struct mtc_stager *st) {
+  return __atomic_load_n(&g_staging_stopped, __ATOMIC_SEQ_CST) ||
+         __atomic_load_n(&st->stopped, __ATOMIC_SEQ_CST);
+}
+
+// Waits until `*active` is 0, at most `timeout_ms`; 0 then, else 1.
+static int32_t wait_idle(int *active, double timeout_ms) {
+  struct timespec pause = {0, 100 * 1000};
+  for (double waited = 0;; waited += 0.1) {
+    if (__atomic_load_n(active, __ATOMIC_SEQ_CST) == 0) return 0;
+    if (waited >= timeout_ms) return 1;
+    nanosleep(&pause, NULL);
+  }
+}
+
+static void stop_staging_at_exit(void) {
+  __atomic_store_n(&g_staging_stopped, 1, __ATOMIC_SEQ_CST);
+  wait_idle(&g_staging_active, 2000);
+}
 
 static int32_t stage_buffer(struct mtc_stager *st, addr_t dst, const uint8_t *src, double offset,
                             double bytes);
 
 MTC_EXPORT int32_t mtc_stage_buffer(addr_t stager, addr_t dst, const uint8_t *src, double offset,
                                     double bytes) {
-  // Counted before the flag is read, and the stop sets the flag before it
-  // reads the count (both sequentially consistent): either this call sees
+  struct mtc_stager *st = (struct mtc_stager *)PTR(stager);
+  // Counted before the flags are read, and a stop sets its flag before it
+  // reads the count (all sequentially consistent): either this call sees
   // the flag, or the stop sees this call and waits for it.
+  __atomic_add_fetch(&st->active, 1, __ATOMIC_SEQ_CST);
   __atomic_add_fetch(&g_staging_active, 1, __ATOMIC_SEQ_CST);
   int32_t status = MTC_E_STOPPED;
-  if (!__atomic_load_n(&g_staging_stopped, __ATOMIC_SEQ_CST)) {
-    status = stage_buffer((struct mtc_stager *)PTR(stager), dst, src, offset, bytes);
-  }
+  if (!staging_stopped(st)) status = stage_buffer(st, dst, src, offset, bytes);
   __atomic_sub_fetch(&g_staging_active, 1, __ATOMIC_SEQ_CST);
+  __atomic_sub_fetch(&st->active, 1, __ATOMIC_SEQ_CST);
   return status;
 }
 
-// Stops background staging for the rest of the process: calls that start
-// later return MTC_E_STOPPED at once, running ones before their next slot.
-// Returns once no call runs, or after `timeout_ms`: the number still running.
-MTC_EXPORT int32_t mtc_staging_stop(double timeout_ms) {
-  __atomic_store_n(&g_staging_stopped, 1, __ATOMIC_SEQ_CST);
-  struct timespec pause = {0, 100 * 1000};
-  for (double waited = 0; waited < timeout_ms; waited += 0.1) {
-    if (__atomic_load_n(&g_staging_active, __ATOMIC_SEQ_CST) == 0) return 0;
-    nanosleep(&pause, NULL);
-  }
-  return __atomic_load_n(&g_staging_active, __ATOMIC_SEQ_CST);
+// Stops `stager` for good: a staging call on it that starts later returns
+// MTC_E_STOPPED at once, a running one before its next slot. Returns 0 once
+// none runs, or 1 if one still runs after `timeout_ms`.
+MTC_EXPORT int32_t mtc_stager_stop(addr_t stager, double timeout_ms) {
+  struct mtc_stager *st = (struct mtc_stager *)PTR(stager);
+  __atomic_store_n(&st->stopped, 1, __ATOMIC_SEQ_CST);
+  return wait_idle(&st->active, timeout_ms);
 }
 
 static int32_t stage_buffer(struct mtc_stager *st, addr_t dst, const uint8_t *src, double offset,
@@ -322,7 +350,7 @@ static int32_t stage_buffer(struct mtc_stager *st, addr_t dst, const uint8_t *sr
   size_t total = (size_t)bytes, done = 0;
   const uint8_t *from = src + (size_t)offset;
   while (done < total) {
-    if (__atomic_load_n(&g_staging_stopped, __ATOMIC_SEQ_CST)) return MTC_E_STOPPED;
+    if (staging_stopped(st)) return MTC_E_STOPPED;
     int i = st->next;
     st->next = (st->next + 1) % st->slots;
     if (st->busy[i]) {

@@ -28,6 +28,7 @@ import {
   stageBufferOffThread,
   stagerCreate,
   stagerDestroy,
+  stagerStop,
 } from "../../ffi/native.ts";
 import type { TypedArray } from "../dtype.ts";
 import { memoryReleased } from "../memory/released.ts";
@@ -204,14 +205,23 @@ export function releaseIdleStagers(): number {
 }
 
 /**
- * Frees every stager, busy ones included: only at exit, once
- * `stopStaging()` said no staging call runs any more (their copies will
- * never return to JavaScript to give them back).
+ * At exit: stops every stager of this isolate (their staging calls run on
+ * other threads, into memory the exit handler frees) and, once none runs,
+ * frees them all, busy ones included (their calls never return to
+ * JavaScript to give them back); else only the idle ones. Returns whether
+ * all stopped.
  */
-export function releaseAllStagersAfterStop(): void {
+export function stopAndReleaseStagers(timeoutMs: number): boolean {
+  let stopped = true;
+  for (const stager of liveStagers) stopped = stagerStop(stager, timeoutMs) && stopped;
+  if (!stopped) {
+    releaseIdleStagers();
+    return false;
+  }
   for (const stager of liveStagers) stagerDestroy(stager);
   liveStagers.clear();
   idleStagerLists.clear();
+  return true;
 }
 
 /**
