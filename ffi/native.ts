@@ -96,7 +96,7 @@ export const MTC_E_BAD_ARGUMENT = 100002;
 export const MTC_E_NO_DRIVER = 100003;
 /** Shim status code: the driver is older than the shim accepts. */
 export const MTC_E_DRIVER_TOO_OLD = 100004;
-/** Shim status code: background staging was stopped (the process is exiting). */
+/** Shim status code: background staging was stopped (its isolate or the process is ending). */
 export const MTC_E_STOPPED = 100006;
 
 /**

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "d37e1fa96f746c9fd3b5d56ac205f2630e2f00a64a30b4e986e4a4d9b5025a35";
+export const SHIM_SOURCE_HASH = "67c00fd1a4490fe960f4f35f48e08806db5463725150b3fad7107046a9ef0769";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 124904,
-    sha256: "67c93184c195641dc3a4ff2ca638bbe4436b03bd10b2092062c88fdffe541b96",
+    sha256: "4cbb48e443e2d8aad41c7148d075d61656a6a2108e494f137762bb0c19108125",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133040,
-    sha256: "815838431f7a5da22cfc09bd437145e9bbbe213e09dea1226967ba83d1de2096",
+    sha256: "01b846cbf947029017327e48a9f7327aafcbf883c1cb8b403c27b9c552ff71c9",
   },
 };

@@ -61,7 +61,7 @@ MTC_EXPORT const char *mtc_error_string(int32_t code) {
     case MTC_E_NO_DRIVER: return "the NVIDIA driver library libcuda.so.1 cannot be loaded";
     case MTC_E_DRIVER_TOO_OLD: return "the NVIDIA driver is too old";
     case MTC_E_MISSING_SYMBOL: return "the NVIDIA driver lacks an entry point the shim needs";
-    case MTC_E_STOPPED: return "background staging was stopped: the process is exiting";
+    case MTC_E_STOPPED: return "background staging was stopped: the program is ending";
   }
   const char *text = NULL;
   if (mtc_cu.cuGetErrorString && mtc_cu.cuGetErrorString(code, &text) == CUDA_SUCCESS && text) {

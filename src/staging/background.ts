@@ -212,8 +212,13 @@ export function releaseIdleStagers(): number {
  * all stopped.
  */
 export function stopAndReleaseStagers(timeoutMs: number): boolean {
+  // Every stager is told first, then waited for within one deadline.
+  for (const stager of liveStagers) stagerStop(stager, 0);
+  const deadline = performance.now() + timeoutMs;
   let stopped = true;
-  for (const stager of liveStagers) stopped = stagerStop(stager, timeoutMs) && stopped;
+  for (const stager of liveStagers) {
+    stopped = stagerStop(stager, Math.max(0, deadline - performance.now())) && stopped;
+  }
   if (!stopped) {
     releaseIdleStagers();
     return false;
