@@ -67,7 +67,7 @@ export class Route implements LeafSink {
   /** Indices of CPU→CUDA leaves (implicit while they are all the leaves). */
   readonly h2d: IndexList = new IndexList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
-  readonly fromArena: NumberList = borrowList();
+  readonly fromArena: IndexList = new IndexList();
   /** The byte offset in its arena of each {@linkcode Route.fromArena} leaf, by the same position. */
   readonly arenaOffsets: NumberList = borrowList();
   /**
@@ -112,7 +112,7 @@ export class Route implements LeafSink {
   /** Returns the pooled index lists; the route's lists must not be used afterwards. */
   releaseLists(): void {
     this.h2d.release();
-    returnList(this.fromArena);
+    this.fromArena.release();
     returnList(this.arenaOffsets);
     this.packer?.dispose();
   }
