@@ -186,7 +186,7 @@ async function download(url: URL, shim: PrebuiltShim, path: string): Promise<Uin
     );
   }
   const bytes = new Uint8Array(await response.arrayBuffer());
-  const hash = await sha256Hex(bytes);
+  const hash = sha256HexSync(bytes);
   if (hash !== shim.sha256) {
     throw new Error(
       `The @mtc/core native shim downloaded from ${url.href} failed its integrity check (${bytes.length} bytes, SHA-256 ${hash}; expected ${shim.bytes} bytes, ${shim.sha256}): it was not loaded`,
@@ -225,14 +225,6 @@ function unusableCache(path: string, root: string, error: unknown): Error {
     `Cannot use the @mtc/core native shim cache at ${path} (${error}): make ${root} a writable directory, set XDG_CACHE_HOME to one, or set MTC_SHIM_PATH`,
     { cause: error },
   );
-}
-
-/** The lowercase hex SHA-256 of `bytes`. */
-export async function sha256Hex(bytes: Uint8Array): Promise<string> {
-  const digest = new Uint8Array(
-    await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>),
-  );
-  return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
 function fromFileUrl(url: URL): string {

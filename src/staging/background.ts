@@ -94,6 +94,8 @@ export interface BackgroundRange {
 }
 
 const idleStagerLists = new Map<number, number[]>();
+// When a stager was last returned (`performance.now()`), for the idle release.
+let lastStagerUse = 0;
 
 /** Stagers that exist now (busy or idle). */
 const liveStagers = new Set<number>();
@@ -122,8 +124,6 @@ function returnStager(device: number, stager: number): void {
   // Idle stagers go back after the idle-release time, as the pools' blocks do.
   memoryReleased();
 }
-
-let lastStagerUse = 0;
 
 /**
  * The idle stagers' pinned bytes and when a stager was last returned

@@ -80,13 +80,9 @@ export class Submission {
     route.captureSources();
     const storages = route.inputStorages();
     const arenas = [...new Set(route.arenas)];
-    let retained = 0;
-    try {
-      for (; retained < storages.length; retained++) storages[retained].retain();
-    } catch (error) {
-      for (let k = 0; k < retained; k++) storages[k].release();
-      throw error;
-    }
+    // No user code ran since the walk, which refuses disposed tensors: every
+    // storage still has a hold to add to.
+    for (const storage of storages) storage.retain();
     for (const arena of arenas) arena.hold();
     return { storages, arenas };
   }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { PREBUILT_SHIMS } from "../../ffi/prebuilt.ts";
-import { cachePath, locateShim, platformKey, sha256Hex } from "../../ffi/shim_file.ts";
+import { cachePath, locateShim, platformKey } from "../../ffi/shim_file.ts";
+import { subtleSha256Hex as sha256Hex } from "./_subtle_sha256.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
 const platform = platformKey();
