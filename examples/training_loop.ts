@@ -1,23 +1,31 @@
 /**
- * A small, real training loop: batches of meta-data come from an async
- * source (the data loader), `prefetch` keeps the next two copies in flight,
- * and each step consumes its batch on the device with device code (a
- * reduction over every sample's boxes, from the test-aid build) plus a
- * stand-in for the forward and backward pass, then reads its result back.
- * It prints per-step timings and how long the loop waited for data, and
- * checks every step's sums against the CPU.
+ * A small, real training loop on the package's exports only: batches of
+ * meta-data come from an async source (the data loader), `prefetch` keeps
+ * the next two copies in flight, and each step reduces every sample's boxes
+ * on the device with a kernel shipped as PTX (`examples/step_kernels.ptx`,
+ * JIT-compiled by the driver: no toolkit), runs a stand-in for the forward
+ * and backward pass (a kernel that keeps the GPU busy), and copies the sums
+ * back ordered after them on the GPU: one await per step. It prints per-step
+ * timings and how long the loop waited for data, and checks every step's
+ * sums against the CPU.
  *
- * Run: `deno task example:loop` (builds the test-aid shim that has the
- * reduction kernel). Without a GPU it runs on the CPU, with a notice; with a
- * GPU but without the test-aid build, it reduces on the CPU after copying
- * the boxes back, and says so.
+ * Run: `deno task example:loop`. Without a GPU it runs on the CPU, with a
+ * notice.
  *
  * @module
  */
 
-import { testAids } from "../ffi/test_aids.ts";
-import { type CopyResult, cudaStatus, deviceCount, prefetch, startCopy } from "../mod.ts";
+import {
+  type CopyResult,
+  cudaStatus,
+  deviceCount,
+  type Kernel,
+  loadModule,
+  prefetch,
+  startCopy,
+} from "../mod.ts";
 import { createBatchMetaData, type SampleMetaData } from "./reference_batch.ts";
+import { STEP_KERNELS_PTX } from "./step_kernels_ptx.ts";
 
 const STEPS = 12;
 const SAMPLES = 16;
@@ -25,14 +33,18 @@ const SAMPLES = 16;
 const STEP_COMPUTE_US = 3000;
 
 const device = deviceCount() > 0 ? "cuda:0" : "cpu";
-const onDevice = device !== "cpu" && testAids !== undefined;
 if (device === "cpu") {
   console.log(`notice: ${cudaStatus().message}; running the loop on "cpu" instead of "cuda:0"`);
-} else if (!onDevice) {
-  console.log(
-    "notice: the reduction kernel comes from the test-aid build (deno task example:loop); " +
-      "reducing on the CPU after copying the boxes back",
-  );
+}
+
+let kernels: { sum: Kernel; spin: Kernel } | undefined;
+if (device !== "cpu") {
+  // The PTX as a module: a remote import caches it with the code.
+  const module = await loadModule(STEP_KERNELS_PTX, { device });
+  kernels = {
+    sum: module.kernel("sum_f32", ["ptr", "u32", "ptr", "u32"]),
+    spin: module.kernel("spin_ns", ["u64"]),
+  };
 }
 
 interface Batch {
@@ -59,18 +71,24 @@ function cpuSums(samples: SampleMetaData[]): number[] {
   );
 }
 
-/** One step on the device: the sums of each sample's boxes, read back. */
+/** One step on the device: the sums of each sample's boxes, read back with one await. */
 async function consume(batch: CopyResult<Batch>): Promise<Float32Array> {
-  if (onDevice) {
-    batch.samples.forEach((sample, index) => {
-      testAids!.sumF32({ src: sample.gt_data.bounding_boxes_3d, dst: batch.sums, index });
-    });
-    testAids!.delayStream(0, STEP_COMPUTE_US);
-    // Queued behind the kernels on the same stream, so it reads their result.
-    const [back] = await startCopy([batch.sums], "cpu").get();
-    const sums = back.toTypedArray() as Float32Array;
+  if (kernels) {
+    let work;
+    for (const [index, sample] of batch.samples.entries()) {
+      const boxes = sample.gt_data.bounding_boxes_3d;
+      work = kernels.sum.launch({
+        grid: 1,
+        block: 256,
+        args: [boxes, boxes.numel, batch.sums, index],
+      });
+    }
+    work = kernels.spin.launch({ grid: 1, block: 1, args: [BigInt(STEP_COMPUTE_US * 1000)] });
+    // Ordered after the kernels on the GPU: the one await of the step.
+    const [back] = await startCopy([batch.sums], "cpu", { after: work }).get();
+    const sums = (back.toTypedArray() as Float32Array).slice();
     back.dispose();
-    return sums.slice();
+    return sums;
   }
   const boxes = await startCopy(batch.samples.map((s) => s.gt_data.bounding_boxes_3d), "cpu").get();
   return Float32Array.from(
@@ -116,7 +134,7 @@ for (let step = 0;; step++) {
 const end = performance.now();
 const steady = end - steadyStart;
 console.log(
-  `${STEPS} steps on ${device}${onDevice ? " (reduction on the device)" : ""} in ${
+  `${STEPS} steps on ${device}${kernels ? " (reduction on the device, PTX kernel)" : ""} in ${
     (end - loopStart).toFixed(1)
   } ms; steps 1-${STEPS - 1}: ${steady.toFixed(1)} ms, of which ${
     steadyWaited.toFixed(2)

@@ -365,3 +365,165 @@ export function pointerOf(address: number): Deno.PointerValue {
 export function pointerOfView(view: ArrayBufferView): Deno.PointerValue {
   return view.byteLength === 0 ? null : Deno.UnsafePointer.of(view);
 }
+
+/** Shim status code: a stream of another device or context (native/driver.h). */
+export const MTC_E_WRONG_DEVICE = 100007;
+
+/** Which library stream of a device: the copy stream or the default compute stream. */
+export type LibraryStream = "copy" | "compute";
+
+/** The handle of a library stream of `device` (the compute stream is created on first use). */
+export function libraryStream(device: number, which: LibraryStream): number {
+  check(
+    sym().mtc_stream_library(device, which === "copy" ? 0 : 1, out),
+    () => `create the ${which} stream of cuda:${device}`,
+  );
+  return out[0];
+}
+
+/** Creates a non-blocking stream of `device`; returns its handle. */
+export function streamCreate(device: number): number {
+  check(sym().mtc_stream_create(device, out), () => `create a CUDA stream on cuda:${device}`);
+  return out[0];
+}
+
+/** Destroys a stream from {@linkcode streamCreate} (its queued work still completes). */
+export function streamDestroy(device: number, stream: number): void {
+  check(sym().mtc_stream_destroy(device, stream), () => `destroy a CUDA stream of cuda:${device}`);
+}
+
+/**
+ * 0 when `stream` belongs to the primary context of `device`,
+ * {@linkcode MTC_E_WRONG_DEVICE} when it belongs to another, else the
+ * driver's status for it (never throws).
+ */
+export function streamCheck(device: number, stream: number): number {
+  return sym().mtc_stream_check(device, stream);
+}
+
+/** 0 when `stream` is idle, -1 while it has work pending, else a CUDA status (never throws). */
+export function streamStatus(device: number, stream: number): number {
+  const status = sym().mtc_stream_query(device, stream);
+  return status === CUDA_NOT_READY ? -1 : status;
+}
+
+/** Waits for `stream` on a Deno blocking-pool thread; 0 or a CUDA status. */
+export function streamWaitIdleOffThread(device: number, stream: number): Promise<number> {
+  return sym().mtc_stream_wait_idle_nonblocking(device, stream);
+}
+
+/** Two streams and a scratch event: the waiter waits for the signaler's work so far. */
+export interface StreamFence {
+  waiterDevice: number;
+  waiter: number;
+  signalDevice: number;
+  signaler: number;
+  /** An event of `signalDevice`, free again as soon as this returns. */
+  event: number;
+}
+
+/** Makes `waiter` wait on the GPU for the work queued on `signaler` so far; returns at once. */
+export function streamFence(
+  { waiterDevice, waiter, signalDevice, signaler, event }: StreamFence,
+): void {
+  check(
+    sym().mtc_stream_fence(waiterDevice, waiter, signalDevice, signaler, event),
+    () => `order a stream of cuda:${waiterDevice} after a stream of cuda:${signalDevice}`,
+  );
+}
+
+/** Makes `stream` of `device` wait on the GPU for the latest record of `event`; returns at once. */
+export function streamWaitEvent(device: number, stream: number, event: number): void {
+  check(
+    sym().mtc_stream_wait_event(device, stream, event),
+    () => `make a stream of cuda:${device} wait for an event`,
+  );
+}
+
+/** Records `event` of `device` on `stream`. */
+export function eventRecordOn(device: number, stream: number, event: number): void {
+  check(
+    sym().mtc_event_record_on(device, stream, event),
+    () => `record a CUDA event on a stream of cuda:${device}`,
+  );
+}
+
+/** How a module load ended: the module's handle, or a status and the JIT's log. */
+export type ModuleLoad = { module: number } | { status: number; log: string };
+
+/**
+ * Loads a module (PTX text ending in a NUL byte, a cubin or a fat binary)
+ * on `device`, on a Deno blocking-pool thread (the JIT may take a while).
+ */
+export async function moduleLoadOffThread(device: number, image: Uint8Array): Promise<ModuleLoad> {
+  const handle = new Float64Array(1);
+  const log = new Uint8Array(16 * 1024);
+  const status = await sym().mtc_module_load_nonblocking(device, image, handle, log, log.length);
+  if (status === 0) return { module: handle[0] };
+  const end = log.indexOf(0);
+  return { status, log: new TextDecoder().decode(log.subarray(0, end < 0 ? log.length : end)) };
+}
+
+/** Unloads a module from {@linkcode moduleLoadOffThread}. */
+export function moduleUnload(device: number, module: number): void {
+  check(sym().mtc_module_unload(device, module), () => `unload a module of cuda:${device}`);
+}
+
+/**
+ * The kernel `name` of `module`; the status when the driver does not find
+ * it (CUDA_ERROR_NOT_FOUND), as `{ status }`.
+ */
+export function moduleFunction(
+  device: number,
+  module: number,
+  name: string,
+): { function: number } | { status: number } {
+  const status = sym().mtc_module_function(
+    device,
+    module,
+    new TextEncoder().encode(name + "\0"),
+    out,
+  );
+  return status === 0 ? { function: out[0] } : { status };
+}
+
+/** CUDA_ERROR_NOT_SUPPORTED: the driver cannot tell (e.g. parameter info before CUDA 12.4). */
+export const CUDA_ERROR_NOT_SUPPORTED = 801;
+
+/**
+ * The parameters of a kernel as its image declares them (offset and size
+ * each), or `undefined` where the driver cannot tell (before CUDA 12.4).
+ */
+export function functionParams(
+  device: number,
+  fn: number,
+): { offset: number; size: number }[] | undefined {
+  const max = 256;
+  const info = new Float64Array(1 + 2 * max);
+  const status = sym().mtc_function_params(device, fn, info, max);
+  if (status === CUDA_ERROR_NOT_SUPPORTED) return undefined;
+  check(status, () => `read the parameters of a kernel of cuda:${device}`);
+  return Array.from({ length: info[0] }, (_, i) => ({
+    offset: info[1 + 2 * i],
+    size: info[2 + 2 * i],
+  }));
+}
+
+/** Bytes before a launch buffer's arguments: eight uint32 (grid, block, shared, argument bytes). */
+export const LAUNCH_HEADER_BYTES = 32;
+
+/**
+ * Launches `fn` on `stream` of `device` with the configuration and
+ * arguments in `config` (see {@linkcode LAUNCH_HEADER_BYTES}), then records
+ * `event` (0: none). Returns 0 or the CUDA status (never throws: the
+ * caller releases what it took first).
+ */
+export function launch(
+  device: number,
+  fn: number,
+  stream: number,
+  event: number,
+  config: Uint8Array,
+): number {
+  return sym().mtc_launch(device, fn, stream, event, config);
+}

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "67c00fd1a4490fe960f4f35f48e08806db5463725150b3fad7107046a9ef0769";
+export const SHIM_SOURCE_HASH = "7cbc5efa0657079ff929316160c71b766cda73354f97961709d1fbf4fbeec358";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 124904,
-    sha256: "4cbb48e443e2d8aad41c7148d075d61656a6a2108e494f137762bb0c19108125",
+    bytes: 133096,
+    sha256: "7d6e6a6e4c82c8381743b7ddf67e792b2130847710323af0dbdab29e465eb7f8",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133040,
-    sha256: "01b846cbf947029017327e48a9f7327aafcbf883c1cb8b403c27b9c552ff71c9",
+    sha256: "c4af3253af507f4be7911a267450accdc4f34ec182f9a15c27728e7c2e632fb7",
   },
 };

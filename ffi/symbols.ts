@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 12;
+export const ABI_VERSION = 13;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -92,6 +92,47 @@ export const symbols = {
   mtc_copy_pieces: { parameters: ["buffer", "i32", "i32"], result: "i32" },
   // double mtc_address_of(const uint8_t* buffer)
   mtc_address_of: { parameters: ["buffer"], result: "f64" },
+  // int32_t mtc_stream_library(int32_t device, int32_t which, double* out): 0 copy, 1 compute
+  mtc_stream_library: { parameters: ["i32", "i32", "buffer"], result: "i32" },
+  // int32_t mtc_stream_create(int32_t device, double* out)
+  mtc_stream_create: { parameters: ["i32", "buffer"], result: "i32" },
+  // int32_t mtc_stream_destroy(int32_t device, addr_t stream)
+  mtc_stream_destroy: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_stream_check(int32_t device, addr_t stream): 0, or 100007 for another device's
+  mtc_stream_check: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_stream_query(int32_t device, addr_t stream): 0 idle, 600 busy, else error
+  mtc_stream_query: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_stream_wait_idle(int32_t device, addr_t stream), on a Deno blocking-pool thread
+  mtc_stream_wait_idle_nonblocking: {
+    name: "mtc_stream_wait_idle",
+    parameters: ["i32", "f64"],
+    result: "i32",
+    nonblocking: true,
+  },
+  // int32_t mtc_stream_fence(int32_t waiter_device, addr_t waiter, int32_t signal_device,
+  //                          addr_t signaler, addr_t scratch_event)
+  mtc_stream_fence: { parameters: ["i32", "f64", "i32", "f64", "f64"], result: "i32" },
+  // int32_t mtc_stream_wait_event(int32_t device, addr_t stream, addr_t event)
+  mtc_stream_wait_event: { parameters: ["i32", "f64", "f64"], result: "i32" },
+  // int32_t mtc_event_record_on(int32_t device, addr_t stream, addr_t event)
+  mtc_event_record_on: { parameters: ["i32", "f64", "f64"], result: "i32" },
+  // int32_t mtc_module_load(int32_t device, const uint8_t* image, double* out, uint8_t* log,
+  //                         int32_t log_bytes), on a Deno blocking-pool thread (the JIT)
+  mtc_module_load_nonblocking: {
+    name: "mtc_module_load",
+    parameters: ["i32", "buffer", "buffer", "buffer", "i32"],
+    result: "i32",
+    nonblocking: true,
+  },
+  // int32_t mtc_module_unload(int32_t device, addr_t module)
+  mtc_module_unload: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_module_function(int32_t device, addr_t module, const char* name, double* out)
+  mtc_module_function: { parameters: ["i32", "f64", "buffer", "buffer"], result: "i32" },
+  // int32_t mtc_function_params(int32_t device, addr_t function, double* out, int32_t max)
+  mtc_function_params: { parameters: ["i32", "f64", "buffer", "i32"], result: "i32" },
+  // int32_t mtc_launch(int32_t device, addr_t function, addr_t stream, addr_t event_or_0,
+  //                    const uint8_t* config): config = 8 x uint32 header, then the arguments
+  mtc_launch: { parameters: ["i32", "f64", "f64", "f64", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**
@@ -108,6 +149,10 @@ export const testAidSymbols = {
     parameters: ["i32", "buffer", "f64", "f64", "f64"],
     result: "i32",
   },
+  // int32_t mtc_delay_on(int32_t device, addr_t stream, double microseconds)
+  mtc_delay_on: { parameters: ["i32", "f64", "f64"], result: "i32" },
+  // int32_t mtc_copy_on(int32_t device, addr_t stream, addr_t dst, addr_t src, double bytes)
+  mtc_copy_on: { parameters: ["i32", "f64", "f64", "f64", "f64"], result: "i32" },
   // int32_t mtc_mem_info(int32_t device, double out[2])
   mtc_mem_info: { parameters: ["i32", "buffer"], result: "i32" },
   // void mtc_disable_kernels(int32_t disabled)

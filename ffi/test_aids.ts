@@ -72,6 +72,33 @@ export const testAids = library && {
     );
   },
 
+  /**
+   * Keeps `stream` (a CUDA stream of any owner) busy for `microseconds`, so
+   * that what is queued after it there runs late for certain.
+   */
+  delayOn(stream: { device: string; handle: bigint }, microseconds: number): void {
+    const device = Number(stream.device.slice("cuda:".length));
+    check(
+      library.symbols.mtc_delay_on(device, Number(stream.handle), microseconds),
+      `delay a stream of ${stream.device}`,
+    );
+  },
+
+  /**
+   * Queues a device-to-device copy of `bytes` from address `src` to `dst` on
+   * `stream`: a stand-in for a user's own FFI code reading a tensor's `ptr`.
+   */
+  copyOn(
+    stream: { device: string; handle: bigint },
+    { dst, src, bytes }: { dst: number; src: number; bytes: number },
+  ): void {
+    const device = Number(stream.device.slice("cuda:".length));
+    check(
+      library.symbols.mtc_copy_on(device, Number(stream.handle), dst, src, bytes),
+      `copy ${bytes} bytes on a stream of ${stream.device}`,
+    );
+  },
+
   /** Copies device bytes into a JS buffer, synchronously and stream-ordered. */
   copyToBuffer({ device, dst, src }: { device: number; dst: ArrayBufferView; src: number }): void {
     check(

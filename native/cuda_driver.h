@@ -19,6 +19,7 @@ typedef struct CUevent_st *CUevent;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef int CUjit_option;
 
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
@@ -26,6 +27,12 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
 #define CUDA_ERROR_NO_DEVICE 100
 #define CUDA_ERROR_NOT_READY 600
 #define CUDA_ERROR_NOT_SUPPORTED 801
+
+#define CU_JIT_ERROR_LOG_BUFFER 5
+#define CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES 6
+#define CU_LAUNCH_PARAM_END ((void *)0x00)
+#define CU_LAUNCH_PARAM_BUFFER_POINTER ((void *)0x01)
+#define CU_LAUNCH_PARAM_BUFFER_SIZE ((void *)0x02)
 
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
@@ -45,6 +52,8 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
   X(cuStreamDestroy, "cuStreamDestroy_v2", (CUstream stream))                                    \
   X(cuStreamSynchronize, "cuStreamSynchronize", (CUstream stream))                               \
   X(cuStreamWaitEvent, "cuStreamWaitEvent", (CUstream stream, CUevent event, unsigned int flags)) \
+  X(cuStreamQuery, "cuStreamQuery", (CUstream stream))                                           \
+  X(cuStreamGetCtx, "cuStreamGetCtx", (CUstream stream, CUcontext * ctx))                        \
   X(cuEventCreate, "cuEventCreate", (CUevent * event, unsigned int flags))                       \
   X(cuEventDestroy, "cuEventDestroy_v2", (CUevent event))                                        \
   X(cuEventRecord, "cuEventRecord", (CUevent event, CUstream stream))                            \
@@ -66,6 +75,9 @@ typedef struct CUmemPoolHandle_st *CUmemoryPool;
     (CUdeviceptr dst, CUcontext dst_ctx, CUdeviceptr src, CUcontext src_ctx, size_t n,           \
      CUstream s))                                                                                \
   X(cuModuleLoadData, "cuModuleLoadData", (CUmodule * module, const void *image))                \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx",                                                    \
+    (CUmodule * module, const void *image, unsigned n, CUjit_option *options, void **values))    \
+  X(cuModuleUnload, "cuModuleUnload", (CUmodule module))                                         \
   X(cuModuleGetFunction, "cuModuleGetFunction", (CUfunction * f, CUmodule m, const char *name))  \
   X(cuLaunchKernel, "cuLaunchKernel",                                                            \
     (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz, \
@@ -85,5 +97,13 @@ struct mtc_cuda_api {
   MTC_CUDA_FUNCTIONS(MTC_DECLARE_POINTER)
 };
 #undef MTC_DECLARE_POINTER
+
+// Entry points that only newer drivers have; NULL where the driver lacks
+// them (resolved in driver.c, never required).
+typedef CUresult (*mtc_cuFuncGetParamInfo_t)(CUfunction f, size_t index, size_t *offset,
+                                             size_t *size);  // CUDA 12.4
+struct mtc_cuda_optional_api {
+  mtc_cuFuncGetParamInfo_t cuFuncGetParamInfo;
+};
 
 #endif

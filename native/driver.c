@@ -25,6 +25,7 @@ __asm__(".symver dlerror,dlerror@GLIBC_2.17");
 #endif
 
 struct mtc_cuda_api mtc_cu;
+struct mtc_cuda_optional_api mtc_cu_optional;
 
 static volatile int g_lock_word;
 static volatile int g_loaded;  // 1 once g_status and friends are final
@@ -85,6 +86,8 @@ static int load_once(void) {
   if (version < MTC_MIN_DRIVER_VERSION) return MTC_E_DRIVER_TOO_OLD;
   int st = resolve_all(lib);
   if (st) return st;
+  mtc_cu_optional.cuFuncGetParamInfo =
+      (mtc_cuFuncGetParamInfo_t)dlsym(lib, "cuFuncGetParamInfo");
   err = mtc_cu.cuInit(0);
   if (err == CUDA_ERROR_NO_DEVICE) return 0;  // a driver and no GPU: zero devices
   if (err != CUDA_SUCCESS) return err;

@@ -21,11 +21,14 @@
 #define MTC_E_DRIVER_TOO_OLD 100004
 #define MTC_E_MISSING_SYMBOL 100005
 #define MTC_E_STOPPED 100006
+#define MTC_E_WRONG_DEVICE 100007
 
 #define MTC_HIDDEN __attribute__((visibility("hidden")))
 
 // Resolved driver entry points; valid once mtc_driver_load() returned 0.
 extern struct mtc_cuda_api mtc_cu MTC_HIDDEN;
+// Optional entry points (NULL where the driver lacks them).
+extern struct mtc_cuda_optional_api mtc_cu_optional MTC_HIDDEN;
 
 // Loads and initialises the driver once per process. Returns 0, or why the
 // driver cannot be used (MTC_E_NO_DRIVER, MTC_E_DRIVER_TOO_OLD,

@@ -21,7 +21,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 12
+#define MTC_ABI_VERSION 13
 #endif
 
 #ifndef MTC_SOURCE_HASH
@@ -46,6 +46,7 @@ MTC_EXPORT const char *mtc_error_name(int32_t code) {
     case MTC_E_DRIVER_TOO_OLD: return "MTC_ERROR_DRIVER_TOO_OLD";
     case MTC_E_MISSING_SYMBOL: return "MTC_ERROR_MISSING_SYMBOL";
     case MTC_E_STOPPED: return "MTC_ERROR_STOPPED";
+    case MTC_E_WRONG_DEVICE: return "MTC_ERROR_WRONG_DEVICE";
   }
   const char *name = NULL;
   if (mtc_cu.cuGetErrorName && mtc_cu.cuGetErrorName(code, &name) == CUDA_SUCCESS && name) {
@@ -62,6 +63,7 @@ MTC_EXPORT const char *mtc_error_string(int32_t code) {
     case MTC_E_DRIVER_TOO_OLD: return "the NVIDIA driver is too old";
     case MTC_E_MISSING_SYMBOL: return "the NVIDIA driver lacks an entry point the shim needs";
     case MTC_E_STOPPED: return "background staging was stopped: the program is ending";
+    case MTC_E_WRONG_DEVICE: return "the stream belongs to another device or context";
   }
   const char *text = NULL;
   if (mtc_cu.cuGetErrorString && mtc_cu.cuGetErrorString(code, &text) == CUDA_SUCCESS && text) {

@@ -59,6 +59,27 @@ static int launch_aid(int device, int slot, const char *name, unsigned threads, 
   return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, threads, 1, 1, 0, s, args, NULL);
 }
 
+// Queues the delay kernel on `stream` (any stream of `device`, e.g. a
+// user's), so that what is queued after it there runs late for certain.
+MTC_EXPORT int32_t mtc_delay_on(int32_t device, addr_t stream, double microseconds) {
+  int st = mtc_use_device(device);
+  if (st) return st;
+  CUfunction kernel;
+  st = mtc_function(device, DELAY_SLOT, mtc_test_aids_fatbin, "mtc_delay_kernel", &kernel);
+  if (st) return st;
+  uint64_t nanoseconds = (uint64_t)(microseconds * 1000.0);
+  void *args[] = {&nanoseconds};
+  return mtc_cu.cuLaunchKernel(kernel, 1, 1, 1, 1, 1, 1, 0, (CUstream)PTR(stream), args, NULL);
+}
+
+// A device-to-device copy queued on `stream` of `device`: a stand-in for a
+// user's own FFI code that reads a tensor through its `ptr` on its stream.
+MTC_EXPORT int32_t mtc_copy_on(int32_t device, addr_t stream, addr_t dst, addr_t src, double bytes) {
+  int st = mtc_use_device(device);
+  if (st) return st;
+  return mtc_cu.cuMemcpyAsync(DPTR(dst), DPTR(src), (size_t)bytes, (CUstream)PTR(stream));
+}
+
 // Queues a one-thread kernel that keeps the library stream of `device` busy
 // for `microseconds`, so that work queued after it is in flight for certain.
 MTC_EXPORT int32_t mtc_delay_stream(int32_t device, double microseconds) {

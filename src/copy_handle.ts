@@ -22,7 +22,13 @@
  * @module
  */
 
-import { cudaError, eventStatus, eventSynchronizeOffThread } from "../ffi/native.ts";
+import {
+  cudaError,
+  eventStatus,
+  eventSynchronizeOffThread,
+  streamWaitEvent,
+} from "../ffi/native.ts";
+import { checkStream, type CudaStream, streamAddress, streamDevice } from "./gpu/stream.ts";
 import { releaseEvent } from "./memory/event_pool.ts";
 
 /** How long `get()` polls past a copy's expected end before waiting off-thread. */
@@ -86,7 +92,15 @@ export interface CopyJob<R> {
   complete(): R;
   /** Called on failure: releases everything once the GPU is idle. */
   abort(error?: unknown): void;
+  /** The result structure, bound to its memory once the copy is queued (`outputs()`). */
+  outputs?: R;
 }
+
+/**
+ * Other GPU work that holds memory until the CPU sees it done (kernel
+ * launches, `gpu/work.ts`): settled along with the copies.
+ */
+export const otherWork: ((everyOne: boolean) => void)[] = [];
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
 
@@ -100,6 +114,7 @@ const inFlight = new Set<AsyncCopyHandle<unknown>>();
  * With `everyOne`, asks every handle (waiting for memory, process exit).
  */
 export function reapFinished(everyOne = false): void {
+  for (let i = 0; i < otherWork.length; i++) otherWork[i](everyOne);
   for (const handle of inFlight) {
     if (!handle.ready() && !everyOne) return;
   }
@@ -192,6 +207,73 @@ export class AsyncCopyHandle<R> {
       this.#promise = this.#wait();
     }
     return this.#promise;
+  }
+
+  /**
+   * Makes `stream` wait on the GPU for this copy; returns at once (the CPU
+   * never waits). Nothing to do once the copy is done. Kernels that read
+   * the copy's outputs on `stream` (or `launch({ after: handle })`) then see
+   * the copied bytes.
+   *
+   * @param stream the stream whose later work must run after the copy
+   * @throws {TypeError} for a value that is no live `CudaStream`
+   * @throws {Error} while the copy is still being queued (large tensors
+   * staged in the background, or a copy waiting for memory): `await
+   * queued()` first
+   * @throws {CudaError} or the copy's own error when the copy failed
+   */
+  enqueueWait(stream: CudaStream): void {
+    checkStream(stream, "stream");
+    if (this.ready()) {
+      if (this.#state === FAILED) throw this.#error;
+      return;
+    }
+    if (!this.#submitted) {
+      throw new Error(
+        "Cannot order GPU work after a copy that is still being queued (tensors of 1 MiB and more staged in the background, or a copy waiting for memory): await handle.queued() first",
+      );
+    }
+    const events = this.#job!.events;
+    for (let i = 0; i < events.length; i++) {
+      streamWaitEvent(streamDevice(stream), streamAddress(stream), events[i].event);
+    }
+  }
+
+  /**
+   * Resolves once all of the copy's GPU work is queued (at once for most
+   * copies; later for tensors staged in the background or a copy waiting for
+   * memory): from then on `enqueueWait`, `after` and `outputs()` work.
+   *
+   * @returns a Promise that rejects with the copy's failure
+   */
+  queued(): Promise<void> {
+    const submitted = this.#job?.submitted;
+    if (this.#submitted || submitted === undefined) {
+      return this.#state === FAILED ? Promise.reject(this.#error) : Promise.resolve();
+    }
+    return submitted.then(() => {});
+  }
+
+  /**
+   * The copied structure at once, before the copy completes: for GPU work
+   * ordered after this copy (`launch({ after: handle, args: [...] })`),
+   * so that a step needs no await between copy and kernel. Its tensors'
+   * bytes are written on the library's copy stream: read them only from
+   * work ordered after the handle, or after `get()` resolves.
+   *
+   * @returns the same structure `get()` resolves with
+   * @throws {Error} while the copy is still being queued (see `queued()`),
+   * or the copy's error when it failed
+   */
+  outputs(): R {
+    if (this.#state === DONE) return this.#result as R;
+    if (this.#state === FAILED) throw this.#error;
+    if (!this.#submitted || this.#job!.outputs === undefined) {
+      throw new Error(
+        "Cannot hand out the outputs of a copy that is still being queued: await handle.queued() first",
+      );
+    }
+    return this.#job!.outputs;
   }
 
   /**

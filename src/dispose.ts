@@ -4,6 +4,7 @@
  * @module
  */
 
+import { type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { Tensor } from "./tensor.ts";
 import {
   ARRAY,
@@ -21,7 +22,13 @@ import {
  * plain objects and Maps (the containers `startCopy` walks). Other values
  * are left alone; cycles are tolerated.
  *
+ * With `after` (a launch, a copy handle, or a stream), the memory is
+ * reused only after that work, ordered on the GPU (see `Tensor.dispose`);
+ * each device's copy stream is ordered once per call.
+ *
  * @param value a tensor or a structure holding tensors
+ * @param options `after`: work that still reads the tensors
+ * @throws {TypeError} for an `after` that is no copy handle, work or stream
  *
  * @example Releasing a batch after use
  * ```ts
@@ -31,7 +38,12 @@ import {
  * console.assert(batch.boxes.disposed && batch.ids[0].disposed);
  * ```
  */
-export function disposeAll(value: unknown): void {
+export function disposeAll(value: unknown, options?: DisposeOptions): void {
+  if (options?.after !== undefined) {
+    const after = new OrderedRelease(options.after, "option after");
+    disposeDeep(value, (tensor) => tensor.dispose({ after: after as never }));
+    return;
+  }
   // Called once per training step on the whole batch. A copy's result has
   // the structure of its input, whose compiled walk plan has a disposal
   // too: checks and loads inline, what does not match handed to the
@@ -79,13 +91,13 @@ function disposeShallow(value: unknown, depth: number, ancestors: object[]): boo
   return true;
 }
 
-function disposeDeep(value: unknown): void {
+function disposeDeep(value: unknown, dispose = (tensor: Tensor) => tensor.dispose()): void {
   const seen = new Set<object>();
   const stack: unknown[] = [value];
   while (stack.length > 0) {
     const item = stack.pop();
     if (item instanceof Tensor) {
-      item.dispose();
+      dispose(item);
     } else if (typeof item === "object" && item !== null && !seen.has(item)) {
       seen.add(item);
       const kind = containerKind(item);

@@ -4,6 +4,8 @@
  * @module
  */
 
+import type { After } from "./gpu/after.ts";
+
 /** Options of `startCopy`. */
 export interface StartCopyOptions {
   /**
@@ -30,10 +32,16 @@ export interface StartCopyOptions {
    * docs/ARCHITECTURE.md). Default `true`.
    */
   useBackgroundThread?: boolean;
+  /**
+   * Work the copy must run after, ordered on the GPU (the CPU does not
+   * wait): a launch (e.g. copying a kernel's results back), a copy handle,
+   * or everything queued on a stream so far; or an array of them.
+   */
+  after?: After | readonly After[];
 }
 
-/** Options with every default applied. */
-export type ResolvedOptions = Required<StartCopyOptions>;
+/** Options with every default applied (`after` is read by `startCopy` itself). */
+export type ResolvedOptions = Required<Omit<StartCopyOptions, "after">>;
 
 const KNOWN = new Set([
   "usePinnedStaging",
@@ -41,6 +49,7 @@ const KNOWN = new Set([
   "minPackedAlignmentBytes",
   "maxPackedChunkBytes",
   "useBackgroundThread",
+  "after",
 ]);
 
 /**

@@ -13,8 +13,9 @@
 
 import { AsyncCopyHandle, reapFinished } from "./copy_handle.ts";
 import { DEBUG, logCopy, traceCopy } from "./debug.ts";
-import { parseDevice } from "./device.ts";
+import { CPU, parseDevice } from "./device.ts";
 import type { TypedArray } from "./dtype.ts";
+import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import { Route } from "./route.ts";
 import type { Tensor } from "./tensor.ts";
@@ -110,14 +111,29 @@ export function startCopy<T>(
   const started = DEBUG ? performance.now() : 0;
   const resolved = resolveOptions(options);
   const target = parseDevice(device);
+  const after = options?.after === undefined
+    ? undefined
+    : checkAfter(options.after, "option after", true);
   const route = new Route(target, resolved);
   const result = walk(data, route) as CopyResult<T>;
   reapFinished();
+  if (after !== undefined) {
+    // Before anything is queued: the copy streams it will use wait on the GPU.
+    const devices = new Set([...route.d2hBySource().keys(), ...route.peerBySource().keys()]);
+    if (target !== CPU) devices.add(target);
+    try {
+      orderCopyAfter(after, devices);
+    } catch (error) {
+      route.releaseLists();
+      throw error;
+    }
+  }
   const trace = DEBUG ? traceCopy(route, started) : undefined;
   const job = submit(route);
   if (trace) trace.submitted = performance.now();
   return new AsyncCopyHandle<CopyResult<T>>({
     ...job,
+    outputs: result,
     complete: () => {
       job.complete();
       if (trace) logCopy(trace, job.stats);

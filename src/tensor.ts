@@ -18,6 +18,7 @@ import {
   type TypedArray,
   typedArrayNameOf,
 } from "./dtype.ts";
+import { type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkTensorArgs, isDetached } from "./tensor_args.ts";
@@ -210,9 +211,37 @@ export class Tensor {
   /**
    * Releases this tensor's hold on pooled pinned or device memory. Calling
    * it again does nothing. A disposed tensor cannot be read or copied.
+   *
+   * With `after` (a launch, a copy handle, or a stream), the memory is
+   * reused only after that work, ordered on the GPU: the CPU does not wait.
+   * Use it when your own code still reads the tensor through `ptr` on a
+   * stream of yours; without it the next copy may overwrite the memory while
+   * that code reads it.
+   *
+   * @param options `after`: work that still reads the tensor
+   * @throws {TypeError} for an `after` that is no copy handle, work or stream
+   *
+   * @example Dispose after your own work on a stream, without waiting
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { createStream, deviceCount, startCopy } from "@mtc/core";
+   * if (deviceCount() > 0) {
+   *   using stream = createStream("cuda:0");
+   *   const [x] = await startCopy([new Float32Array(8)], "cuda:0").get();
+   *   // ... your FFI code queues kernels that read x.ptr on stream.handle ...
+   *   x.dispose({ after: stream });
+   *   assert.ok(x.disposed);
+   * }
+   * ```
    */
-  dispose(): void {
+  dispose(options?: DisposeOptions): void {
     if (this.#disposed) return;
+    if (options?.after !== undefined) {
+      const release = options.after instanceof OrderedRelease
+        ? options.after
+        : new OrderedRelease(options.after, "option after");
+      release.order(this.#storage, this.#deviceIndex);
+    }
     this.#disposed = true;
     this.#storage?.release();
     this.#storage = undefined;

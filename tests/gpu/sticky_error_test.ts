@@ -51,3 +51,53 @@ Deno.test({
     }
   },
 });
+
+const KERNEL_CHILD = `
+import { CudaError, loadModule, startCopy } from "${new URL("../../mod.ts", import.meta.url)}";
+const ptx = await Deno.readTextFile(new URL("${new URL(
+  "../../examples/step_kernels.ptx",
+  import.meta.url,
+)}"));
+const module = await loadModule(ptx);
+const write = module.kernel("write_u32", ["ptr", "u32"]);
+const [x] = await startCopy([new Uint32Array(4)], "cuda:0").get();
+const describe = (error) => (error instanceof CudaError ? "CudaError " : "other ") + error.message;
+const outcomes = [];
+const work = write.launch({ grid: 1, block: 1, args: [16n, 1] });
+await work.done().then(() => outcomes.push("done: resolved"), (e) => outcomes.push("done: " + describe(e)));
+for (const [label, run] of [
+  ["launch", async () => await write.launch({ grid: 1, block: 1, args: [x, 1] }).done()],
+  ["cpu→cuda:0", () => startCopy([new Float32Array(8)], "cuda:0").get()],
+  ["cuda:0→cpu", () => startCopy([x], "cpu").get()],
+]) {
+  try {
+    await run();
+    outcomes.push(label + ": resolved");
+  } catch (error) {
+    outcomes.push(label + ": " + describe(error));
+  }
+}
+console.log(JSON.stringify(outcomes));
+`;
+
+Deno.test({
+  ...gpu,
+  name: "a user's kernel that faults rejects its done(); later launches and copies reject, no hang",
+  async fn() {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: ["eval", "--no-check", KERNEL_CHILD],
+      stdout: "piped",
+      stderr: "piped",
+      signal: AbortSignal.timeout(60_000),
+    });
+    const output = await child.output();
+    const stderr = new TextDecoder().decode(output.stderr);
+    assert.equal(output.signal, null, `the process was killed: ${stderr}`);
+    assert.equal(output.code, 0, stderr);
+    const outcomes: string[] = JSON.parse(new TextDecoder().decode(output.stdout).trim());
+    assert.equal(outcomes.length, 4, outcomes.join("\n"));
+    for (const outcome of outcomes) {
+      assert.match(outcome, /: CudaError .*CUDA_ERROR_ILLEGAL_ADDRESS/, outcome);
+    }
+  },
+});

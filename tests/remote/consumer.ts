@@ -14,12 +14,14 @@ import {
   cudaStatus,
   deviceCount,
   disposeAll,
+  loadModule,
   prefetch,
   startCopy,
   Tensor,
 } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { shimInfo } from "../../ffi/library.ts";
+import { STEP_KERNELS_PTX } from "../../examples/step_kernels_ptx.ts";
 
 const status = cudaStatus();
 console.log(`shim: ${shimInfo().file?.origin} ${status.shimPath}`);
@@ -78,4 +80,21 @@ for await (
   steps++;
 }
 console.log(`prefetch via ${device}: ${steps} batches, bit-exact`);
+// A PTX kernel through the remote import: the driver JIT-compiles it.
+if (device !== "cpu") {
+  const module = await loadModule(STEP_KERNELS_PTX, { device });
+  const scale = module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]);
+  const values = Float32Array.from({ length: 1000 }, (_, i) => i);
+  const [x] = await startCopy([values], device).get();
+  const work = scale.launch({ grid: 4, block: 256, args: [x, 2, 1, values.length] });
+  const [result] = await startCopy([x], "cpu", { after: work }).get();
+  const got = result.toTypedArray() as Float32Array;
+  if (!got.every((v, i) => v === values[i] * 2 + 1)) {
+    console.log("MISMATCH in the kernel's result");
+    Deno.exit(1);
+  }
+  disposeAll([x, result]);
+  module.dispose();
+  console.log(`kernel via ${device}: PTX loaded and launched, ${got.length} values match the CPU`);
+}
 await closeStagingWorkers();

@@ -54,6 +54,10 @@ first=$(run_consumer 2>&1) || { echo "$first"; exit 1; }
 echo "$first" | sed 's/^/  /'
 echo "$first" | grep -q '^shim: download ' || { echo "remote: the first run did not download the shim" >&2; exit 1; }
 echo "$first" | grep -q '^prefetch via .*: 3 batches, bit-exact' || { echo "remote: prefetch did not run" >&2; exit 1; }
+if echo "$first" | grep -q '^round trip via cuda'; then
+  echo "$first" | grep -q '^kernel via cuda:0: PTX loaded and launched' ||
+    { echo "remote: the PTX kernel did not run" >&2; exit 1; }
+fi
 
 # Every module the copy path loads must be in DENO_DIR for an offline GPU
 # node (the background staging module is one the CPU path never runs).
@@ -67,4 +71,8 @@ echo "remote: second run, server stopped"
 second=$(run_consumer 2>&1) || { echo "$second"; exit 1; }
 echo "$second" | sed 's/^/  /'
 echo "$second" | grep -q '^shim: cache ' || { echo "remote: the second run did not use the cache" >&2; exit 1; }
+if echo "$second" | grep -q '^round trip via cuda'; then
+  echo "$second" | grep -q '^kernel via cuda:0: PTX loaded and launched' ||
+    { echo "remote: the PTX kernel did not run offline" >&2; exit 1; }
+fi
 echo "remote: ok"

@@ -1,0 +1,357 @@
+/**
+ * `Kernel`: one kernel of a loaded module, and its launches.
+ *
+ * A launch is one fast FFI call (`mtc_launch`) over a buffer the kernel
+ * reuses: eight uint32 of configuration, then the arguments laid out as the
+ * kernel's parameters (each aligned to its size), which the driver copies
+ * when the launch is queued. Nothing is allocated per launch but the
+ * returned work (and the list of its holds when tensors are passed).
+ *
+ * @module
+ */
+
+import { cudaError, launch, LAUNCH_HEADER_BYTES } from "../../ffi/native.ts";
+import { type DeviceIndex, deviceName } from "../device.ts";
+import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
+import type { Storage } from "../memory/storage.ts";
+import { Tensor } from "../tensor.ts";
+import { tensorAddress, tensorDevice, tensorStorage } from "../tensor_internals.ts";
+import { type After, checkAfter, orderAfter } from "./after.ts";
+import { checkStream, type CudaStream, defaultStream, describe, streamAddress } from "./stream.ts";
+import { GpuWork, reapWork } from "./work.ts";
+
+/**
+ * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
+ * kernel's device, or a `bigint` address of your own), `"i32"`/`"u32"` 32-bit
+ * integers, `"i64"`/`"u64"` 64-bit integers (a safe-integer number or a
+ * bigint), `"f32"`/`"f64"` floating point numbers.
+ */
+export type ParamType = "ptr" | "i32" | "u32" | "i64" | "u64" | "f32" | "f64";
+
+/** Bytes of each parameter type (also its alignment). */
+export const PARAM_BYTES: Readonly<Record<ParamType, number>> = Object.freeze({
+  ptr: 8,
+  i32: 4,
+  u32: 4,
+  i64: 8,
+  u64: 8,
+  f32: 4,
+  f64: 8,
+});
+
+/** Grid or block dimensions: `x`, or `[x, y?, z?]`. */
+export type Dim3 = number | readonly [number, number?, number?];
+
+/** How to launch a kernel (see {@linkcode Kernel.launch}). */
+export interface LaunchConfig {
+  /** Blocks in the grid: `x` or `[x, y, z]` (each an integer >= 1). */
+  grid: Dim3;
+  /** Threads per block: `x` or `[x, y, z]` (each an integer >= 1). */
+  block: Dim3;
+  /** Dynamic shared memory per block, in bytes (default 0). */
+  sharedBytes?: number;
+  /** One argument per parameter, checked against its declared type. */
+  args: readonly (Tensor | number | bigint)[];
+  /** The stream to queue it on (default: the device's default compute stream). */
+  stream?: CudaStream;
+  /** Work the kernel must run after, ordered on the GPU (no CPU wait). */
+  after?: After | readonly After[];
+}
+
+const KNOWN = new Set(["grid", "block", "sharedBytes", "args", "stream", "after"]);
+const TWO_32 = 2 ** 32;
+const TWO_63 = 2n ** 63n;
+const TWO_64 = 2n ** 64n;
+
+/** What a kernel's module must do around launches (library-internal). */
+export interface KernelOwner {
+  /** Throws when the module was disposed. */
+  assertLive(what: string): void;
+  /** Counts a launch in flight; the returned function ends it. */
+  begin(): () => void;
+}
+
+/**
+ * A kernel of a module loaded with `loadModule`, with its declared
+ * parameter types. Get one with `CudaModule.kernel()`.
+ *
+ * @example Launch a kernel on a copied tensor and copy the result back
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { deviceCount, loadModule, startCopy } from "@mtc/core";
+ * // fill_u32(dst, value): dst[threadIdx.x] = value
+ * const ptx = `.version 7.0
+ * .target sm_75
+ * .address_size 64
+ * .visible .entry fill_u32(.param .u64 dst, .param .u32 value) {
+ *   .reg .b32 %r<3>; .reg .b64 %rd<4>;
+ *   ld.param.u64 %rd1, [dst]; ld.param.u32 %r1, [value];
+ *   cvta.to.global.u64 %rd2, %rd1; mov.u32 %r2, %tid.x;
+ *   mul.wide.u32 %rd3, %r2, 4; add.s64 %rd2, %rd2, %rd3;
+ *   st.global.u32 [%rd2], %r1; ret;
+ * }`;
+ * if (deviceCount() > 0) {
+ *   const module = await loadModule(ptx, { device: "cuda:0" });
+ *   const fill = module.kernel("fill_u32", ["ptr", "u32"]);
+ *   const [out] = await startCopy([new Uint32Array(4)], "cuda:0").get();
+ *   const work = fill.launch({ grid: 1, block: 4, args: [out, 7] });
+ *   const [back] = await startCopy([out], "cpu", { after: work }).get();
+ *   assert.deepEqual([...back.toTypedArray()], [7, 7, 7, 7]);
+ *   out.dispose();
+ *   module.dispose();
+ * }
+ * ```
+ */
+export class Kernel {
+  /** The kernel's name in its module. */
+  readonly name: string;
+  /** Its parameter types, as declared. */
+  readonly params: readonly ParamType[];
+  readonly #device: DeviceIndex;
+  readonly #function: number;
+  readonly #owner: KernelOwner;
+  readonly #offsets: Int32Array;
+  readonly #config: Uint8Array;
+  readonly #u32: Uint32Array;
+  readonly #i32: Int32Array;
+  readonly #f32: Float32Array;
+  readonly #f64: Float64Array;
+  readonly #b64: BigUint64Array;
+
+  /** Library-internal: made by `CudaModule.kernel()`. */
+  constructor(
+    owner: KernelOwner,
+    device: DeviceIndex,
+    fn: number,
+    name: string,
+    params: readonly ParamType[],
+  ) {
+    this.#owner = owner;
+    this.#device = device;
+    this.#function = fn;
+    this.name = name;
+    this.params = Object.freeze([...params]);
+    const offsets = parameterOffsets(params);
+    // Offsets in the launch buffer, past its header.
+    this.#offsets = offsets.offsets.map((offset) => offset + LAUNCH_HEADER_BYTES);
+    const buffer = new ArrayBuffer(LAUNCH_HEADER_BYTES + offsets.bytes);
+    this.#config = new Uint8Array(buffer);
+    this.#u32 = new Uint32Array(buffer);
+    this.#i32 = new Int32Array(buffer);
+    this.#f32 = new Float32Array(buffer);
+    this.#f64 = new Float64Array(buffer);
+    this.#b64 = new BigUint64Array(buffer);
+    this.#u32[7] = offsets.bytes;
+  }
+
+  /** `"cuda:N"`, the device of the kernel's module. */
+  get device(): string {
+    return deviceName(this.#device);
+  }
+
+  /**
+   * Queues the kernel on a stream; returns at once. Every `Tensor` argument
+   * passes its device address and is held until the work completes (a
+   * `dispose()` meanwhile is deferred). With `after`, the kernel waits on
+   * the GPU for that work first.
+   *
+   * @param config grid, block, dynamic shared bytes, arguments, stream, after
+   * @returns the queued work: `ready()`, `done()`, `enqueueWait(stream)`
+   * @throws {TypeError} for a missing or unknown option, an argument of the
+   * wrong type or count, a disposed tensor, a CPU tensor, or a disposed module
+   * @throws {RangeError} for dimensions or numbers out of range, a tensor or
+   * stream of another device
+   * @throws {CudaError} when the driver refuses the launch (e.g. too many
+   * threads per block), or the device's context is broken by an earlier fault
+   */
+  launch(config: LaunchConfig): GpuWork {
+    reapWork();
+    if (typeof config !== "object" || config === null) {
+      throw new TypeError(`Invalid config: expected an object, got ${describe(config)}`);
+    }
+    for (const key in config) {
+      if (!KNOWN.has(key)) {
+        throw new TypeError(
+          `Invalid config option "${key}": expected one of ${[...KNOWN].join(", ")}`,
+        );
+      }
+    }
+    this.#owner.assertLive(`launch kernel "${this.name}"`);
+    const u32 = this.#u32;
+    writeDim3(u32, 0, config.grid, "grid", 0x7fffffff);
+    writeDim3(u32, 3, config.block, "block", 1024);
+    const shared = config.sharedBytes ?? 0;
+    if (!Number.isInteger(shared) || shared < 0 || shared >= TWO_32) {
+      throw new RangeError(
+        `Invalid sharedBytes: expected an integer >= 0, got ${describe(shared)}`,
+      );
+    }
+    u32[6] = shared;
+    const stream = config.stream === undefined
+      ? defaultStream(deviceName(this.#device))
+      : checkStream(config.stream, "stream", this.#device);
+    const after = config.after === undefined ? undefined : checkAfter(config.after, "after", true);
+    const holds = this.#writeArgs(config.args);
+    if (after !== undefined) orderAfter(stream, after);
+    const event = acquireEvent(this.#device);
+    const status = launch(this.#device, this.#function, streamAddress(stream), event, this.#config);
+    if (status !== 0) {
+      releaseEvent(this.#device, event);
+      throw cudaError(status, `launch kernel "${this.name}" on ${this.device}`);
+    }
+    if (holds) { for (const storage of holds) storage.retain(); }
+    return new GpuWork(this.#device, event, `kernel "${this.name}"`, holds, this.#owner.begin());
+  }
+
+  /** Shows the name, parameters and device in `console.log`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    return `Kernel(${this.name}(${this.params.join(", ")}), ${this.device})`;
+  }
+
+  /** Writes the arguments into the launch buffer; returns the storages to hold. */
+  #writeArgs(args: unknown): Storage[] | undefined {
+    const params = this.params;
+    if (!Array.isArray(args)) {
+      throw new TypeError(`Invalid args: expected an array, got ${describe(args)}`);
+    }
+    if (args.length !== params.length) {
+      throw new TypeError(
+        `Invalid args: kernel "${this.name}" takes ${params.length} argument${
+          params.length === 1 ? "" : "s"
+        } (${params.join(", ")}), got ${args.length}`,
+      );
+    }
+    let holds: Storage[] | undefined;
+    for (let i = 0; i < params.length; i++) {
+      const arg = args[i];
+      const type = params[i];
+      const at = this.#offsets[i];
+      if (arg instanceof Tensor) {
+        if (type !== "ptr") throw argError(i, type, arg);
+        if (arg.disposed) throw new TypeError(`Invalid args[${i}]: the tensor was disposed`);
+        const device = tensorDevice(arg);
+        if (device !== this.#device) {
+          const error =
+            `Invalid args[${i}]: expected a tensor on ${this.device}, got one on ${arg.device}`;
+          throw device < 0 ? new TypeError(error) : new RangeError(error);
+        }
+        const storage = tensorStorage(arg);
+        let address = 0;
+        if (storage !== undefined) {
+          address = tensorAddress(arg);
+          (holds ??= []).push(storage);
+        }
+        this.#u32[at >> 2] = address % TWO_32;
+        this.#u32[(at >> 2) + 1] = Math.floor(address / TWO_32);
+      } else if (typeof arg === "bigint") {
+        if (type === "f32" || type === "f64" || type === "i32" || type === "u32") {
+          throw argError(i, type, arg);
+        }
+        const signed = type === "i64";
+        if (signed ? arg < -TWO_63 || arg >= TWO_63 : arg < 0n || arg >= TWO_64) {
+          throw new RangeError(`Invalid args[${i}]: ${arg} is out of range for ${type}`);
+        }
+        this.#b64[at >> 3] = BigInt.asUintN(64, arg);
+      } else if (typeof arg === "number") {
+        this.#writeNumber(i, type, at, arg);
+      } else {
+        throw argError(i, type, arg);
+      }
+    }
+    return holds;
+  }
+
+  #writeNumber(i: number, type: ParamType, at: number, value: number): void {
+    switch (type) {
+      case "f32":
+        this.#f32[at >> 2] = value;
+        return;
+      case "f64":
+        this.#f64[at >> 3] = value;
+        return;
+      case "ptr":
+        throw argError(i, type, value);
+    }
+    if (!Number.isInteger(value)) {
+      throw new RangeError(`Invalid args[${i}]: expected an integer for ${type}, got ${value}`);
+    }
+    switch (type) {
+      case "i32":
+        if (value < -(2 ** 31) || value >= 2 ** 31) throw rangeError(i, type, value);
+        this.#i32[at >> 2] = value;
+        return;
+      case "u32":
+        if (value < 0 || value >= TWO_32) throw rangeError(i, type, value);
+        this.#u32[at >> 2] = value;
+        return;
+      default: {
+        // i64 / u64 from a safe integer, written as two 32-bit halves.
+        if (!Number.isSafeInteger(value) || (type === "u64" && value < 0)) {
+          throw rangeError(i, type, value);
+        }
+        const low = ((value % TWO_32) + TWO_32) % TWO_32;
+        this.#u32[at >> 2] = low;
+        this.#u32[(at >> 2) + 1] = (value - low) / TWO_32;
+      }
+    }
+  }
+}
+
+function argError(i: number, type: ParamType, value: unknown): TypeError {
+  const expected = type === "ptr"
+    ? "a Tensor or a bigint device address"
+    : type === "f32" || type === "f64"
+    ? "a number"
+    : type === "i32" || type === "u32"
+    ? "an integer number"
+    : "an integer number or a bigint";
+  return new TypeError(
+    `Invalid args[${i}]: expected ${expected} for ${type}, got ${describe(value)}`,
+  );
+}
+
+function rangeError(i: number, type: ParamType, value: number): RangeError {
+  return new RangeError(`Invalid args[${i}]: ${value} is out of range for ${type}`);
+}
+
+function writeDim3(
+  into: Uint32Array,
+  at: number,
+  value: unknown,
+  what: string,
+  maxX: number,
+): void {
+  const dims = typeof value === "number" ? [value] : value;
+  if (!Array.isArray(dims) || dims.length < 1 || dims.length > 3) {
+    throw new TypeError(
+      `Invalid ${what}: expected a number or [x, y?, z?], got ${describe(value)}`,
+    );
+  }
+  for (let d = 0; d < 3; d++) {
+    const n = dims[d] ?? 1;
+    const max = d === 0 ? maxX : 65535;
+    if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > max) {
+      throw new RangeError(
+        `Invalid ${what}${
+          typeof value === "number" ? "" : `[${d}]`
+        }: expected an integer from 1 to ${max}, got ${describe(n)}`,
+      );
+    }
+    into[at + d] = n;
+  }
+}
+
+/** Each parameter's offset (aligned to its size) and the bytes of all of them. */
+export function parameterOffsets(
+  params: readonly ParamType[],
+): { offsets: Int32Array; bytes: number } {
+  const offsets = new Int32Array(params.length);
+  let bytes = 0;
+  params.forEach((type, i) => {
+    const size = PARAM_BYTES[type];
+    bytes = Math.ceil(bytes / size) * size;
+    offsets[i] = bytes;
+    bytes += size;
+  });
+  return { offsets, bytes };
+}

@@ -1,0 +1,262 @@
+/**
+ * `loadModule`: device code from PTX, a cubin or a fat binary, with only the
+ * NVIDIA driver (it JIT-compiles PTX for the GPU it runs on): no toolkit,
+ * no build step.
+ *
+ * @module
+ */
+
+import {
+  CudaError,
+  cudaError,
+  functionParams,
+  moduleFunction,
+  moduleLoadOffThread,
+  moduleUnload,
+} from "../../ffi/native.ts";
+import { type DeviceIndex, deviceName } from "../device.ts";
+import {
+  Kernel,
+  type KernelOwner,
+  PARAM_BYTES,
+  parameterOffsets,
+  type ParamType,
+} from "./kernel.ts";
+import { describe, parseCudaDevice } from "./stream.ts";
+
+/** Options of {@linkcode loadModule}. */
+export interface LoadModuleOptions {
+  /** The device to load it on: `"cuda"` or `"cuda:N"` (default `"cuda:0"`). */
+  device?: string;
+}
+
+/**
+ * The driver could not load a module: a `CudaError` (e.g.
+ * `CUDA_ERROR_INVALID_PTX`) that carries the JIT's error log.
+ */
+export class ModuleLoadError extends CudaError {
+  /** The JIT's error log (`""` when it wrote none). */
+  readonly log: string;
+
+  /** Wraps the failure `cause` with the JIT's `log`. */
+  constructor(cause: CudaError, log: string) {
+    super(cause.code, cause.cudaName, log ? `${cause.text}\n${log}` : cause.text, cause.op);
+    this.name = "ModuleLoadError";
+    this.log = log;
+  }
+}
+
+const PARAM_TYPES = new Set(Object.keys(PARAM_BYTES));
+const CUDA_ERROR_NOT_FOUND = 500;
+
+/**
+ * Loads device code on a device: PTX text (a string, or its bytes), a
+ * cubin, or a fat binary. The driver JIT-compiles PTX on a Deno
+ * blocking-pool thread, so the event loop keeps running.
+ *
+ * @param image PTX text, or a cubin, fat binary or PTX as bytes
+ * @param options `device` (default `"cuda:0"`)
+ * @returns a Promise of the module; it rejects with a
+ * {@linkcode ModuleLoadError} carrying the JIT's log when the driver refuses
+ * the image (malformed PTX, a GPU it was not built for)
+ * @throws {TypeError} at once, for an image that is neither a non-empty
+ * string nor a non-empty `Uint8Array`, bad options, or a malformed device
+ * @throws {RangeError} at once, for a device past the device count
+ *
+ * @example Load PTX and look a kernel up
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { deviceCount, loadModule } from "@mtc/core";
+ * const ptx = `.version 7.0
+ * .target sm_75
+ * .address_size 64
+ * .visible .entry noop() { ret; }`;
+ * if (deviceCount() > 0) {
+ *   const module = await loadModule(ptx);
+ *   const noop = module.kernel("noop", []);
+ *   await noop.launch({ grid: 1, block: 1, args: [] }).done();
+ *   module.dispose();
+ *   assert.ok(module.disposed);
+ * }
+ * ```
+ */
+export function loadModule(
+  image: string | Uint8Array,
+  options?: LoadModuleOptions,
+): Promise<CudaModule> {
+  let bytes: Uint8Array;
+  if (typeof image === "string" && image.length > 0) {
+    bytes = new TextEncoder().encode(image + "\0");
+  } else if (image instanceof Uint8Array && image.byteLength > 0) {
+    // A copy with a NUL byte after it: PTX must end in one, and a binary
+    // image does not mind it; the caller may reuse its buffer at once.
+    bytes = new Uint8Array(image.byteLength + 1);
+    bytes.set(image);
+  } else {
+    throw new TypeError(
+      `Invalid image: expected PTX text or a non-empty Uint8Array (cubin, fat binary, PTX), got ${
+        typeof image === "string" ? "an empty string" : describe(image)
+      }`,
+    );
+  }
+  if (options !== undefined && (typeof options !== "object" || options === null)) {
+    throw new TypeError(`Invalid options: expected an object, got ${describe(options)}`);
+  }
+  for (const key of Object.keys(options ?? {})) {
+    if (key !== "device") throw new TypeError(`Invalid option "${key}": expected device`);
+  }
+  const device = parseCudaDevice(options?.device ?? "cuda:0", "device");
+  return moduleLoadOffThread(device, bytes).then((loaded) => {
+    if ("module" in loaded) return new CudaModule(device, loaded.module);
+    const op = `load a module on ${deviceName(device)}`;
+    throw new ModuleLoadError(cudaError(loaded.status, op), loaded.log.trim());
+  });
+}
+
+/**
+ * Device code loaded on one device by {@linkcode loadModule}: look its
+ * kernels up with {@linkcode CudaModule.kernel}. `dispose()` unloads it once
+ * its launches in flight are done.
+ *
+ * @example See {@linkcode loadModule}
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { CudaModule } from "@mtc/core";
+ * assert.equal(typeof CudaModule, "function");
+ * ```
+ */
+export class CudaModule {
+  readonly #device: DeviceIndex;
+  readonly #address: number;
+  #disposed = false;
+  #launches = 0;
+  readonly #owner: KernelOwner;
+
+  /** Library-internal: made by {@linkcode loadModule}. */
+  constructor(device: DeviceIndex, address: number) {
+    this.#device = device;
+    this.#address = address;
+    this.#owner = {
+      assertLive: (what) => {
+        if (this.#disposed) throw new TypeError(`Cannot ${what}: its module was disposed`);
+      },
+      begin: () => {
+        this.#launches++;
+        return () => {
+          if (--this.#launches !== 0 || !this.#disposed) return;
+          try {
+            this.#unload();
+          } catch {
+            // A broken context (an earlier fault) unloads nothing; the work's
+            // own failure already says why.
+          }
+        };
+      },
+    };
+  }
+
+  /** `"cuda:N"`, the device it is loaded on. */
+  get device(): string {
+    return deviceName(this.#device);
+  }
+
+  /** Whether {@linkcode CudaModule.dispose} was called. */
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /**
+   * The kernel `name` with the parameter types `params`. Where the driver
+   * can tell (CUDA 12.4 and later) the count and sizes of the parameters are
+   * checked against the kernel's image.
+   *
+   * @param name the kernel's name in the image (`extern "C"` names are plain)
+   * @param params one type per parameter, in order
+   * @returns the kernel, ready to launch
+   * @throws {TypeError} for a name that is no string or not in the module, a
+   * parameter list that is no array of parameter types or does not match the
+   * image, or a disposed module
+   */
+  kernel(name: string, params: readonly ParamType[]): Kernel {
+    if (typeof name !== "string" || name.length === 0) {
+      throw new TypeError(`Invalid name: expected a kernel name, got ${describe(name)}`);
+    }
+    this.#owner.assertLive(`look up kernel "${name}"`);
+    if (!Array.isArray(params)) {
+      throw new TypeError(
+        `Invalid params: expected an array of parameter types, got ${describe(params)}`,
+      );
+    }
+    params.forEach((type, i) => {
+      if (!PARAM_TYPES.has(type)) {
+        throw new TypeError(
+          `Invalid params[${i}]: expected one of ${[...PARAM_TYPES].join(", ")}, got ${
+            describe(type)
+          }`,
+        );
+      }
+    });
+    const found = moduleFunction(this.#device, this.#address, name);
+    if ("status" in found) {
+      if (found.status === CUDA_ERROR_NOT_FOUND) {
+        throw new TypeError(
+          `Invalid name "${name}": the module has no kernel of that name (CUDA_ERROR_NOT_FOUND; C++ names are mangled unless declared extern "C")`,
+        );
+      }
+      throw cudaError(found.status, `look up kernel "${name}" on ${this.device}`);
+    }
+    checkAgainstImage(name, params, functionParams(this.#device, found.function));
+    return new Kernel(this.#owner, this.#device, found.function, name, params);
+  }
+
+  /**
+   * Unloads the module once its launches in flight are done; its kernels
+   * cannot be launched from now on. Calling it again does nothing.
+   */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    if (this.#launches === 0) this.#unload();
+  }
+
+  /** Same as {@linkcode CudaModule.dispose}, for `using`. */
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  /** Shows the device and state in `console.log`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    return `CudaModule(${this.device}${this.#disposed ? ", disposed" : ""})`;
+  }
+
+  #unload(): void {
+    moduleUnload(this.#device, this.#address);
+  }
+}
+
+/** Checks declared parameter types against the image's layout, where the driver gave it. */
+function checkAgainstImage(
+  name: string,
+  params: readonly ParamType[],
+  image: { offset: number; size: number }[] | undefined,
+): void {
+  if (image === undefined) return;
+  const sizes = image.map((p) => p.size);
+  if (image.length !== params.length) {
+    throw new TypeError(
+      `Invalid params: kernel "${name}" takes ${image.length} parameter${
+        image.length === 1 ? "" : "s"
+      } (of ${sizes.join(", ")} bytes), got ${params.length} (${params.join(", ")})`,
+    );
+  }
+  const { offsets } = parameterOffsets(params);
+  params.forEach((type, i) => {
+    if (PARAM_BYTES[type] !== image[i].size || offsets[i] !== image[i].offset) {
+      throw new TypeError(
+        `Invalid params[${i}]: kernel "${name}" takes a ${
+          image[i].size
+        }-byte parameter there, got ${type} (${PARAM_BYTES[type]} bytes)`,
+      );
+    }
+  });
+}

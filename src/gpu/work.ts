@@ -1,0 +1,197 @@
+/**
+ * `GpuWork`: work queued on a stream (a kernel launch), that other work can
+ * be ordered after on the GPU, and that holds what it uses until it is done.
+ *
+ * Note [Holds of GPU work]
+ * ~~~~~~~~~~~~~~~~~~~~~~~~
+ * A launch takes one more hold on the storage of every tensor argument, so
+ * that a `dispose()` meanwhile only drops the tensor's own hold: the block
+ * goes back to its pool when the work's hold is released, once the CPU has
+ * seen the work's event complete (never a use-after-free, whatever the
+ * stream). The event comes from the library's pool and is never handed out:
+ * `enqueueWait` queues a wait for it, which captures its record at once.
+ * Works in flight are settled oldest first at each launch and each
+ * `startCopy` (and by their own `ready()`/`done()`), so a dropped work still
+ * gives its holds back.
+ *
+ * @module
+ */
+
+import {
+  cudaError,
+  eventStatus,
+  eventSynchronizeOffThread,
+  streamWaitEvent,
+} from "../../ffi/native.ts";
+import { otherWork } from "../copy_handle.ts";
+import type { DeviceIndex } from "../device.ts";
+import { releaseEvent } from "../memory/event_pool.ts";
+import type { Storage } from "../memory/storage.ts";
+import { checkStream, type CudaStream, streamAddress, streamDevice } from "./stream.ts";
+
+const PENDING = 0;
+const DONE = 1;
+const FAILED = 2;
+
+const inFlight = new Set<GpuWork>();
+let hold: (work: GpuWork, storage: Storage) => void;
+
+/** Adds a hold on `storage` that `work` releases when it settles (none once it has). */
+export function holdUntilDone(work: GpuWork, storage: Storage): void {
+  hold(work, storage);
+}
+
+/**
+ * Settles the works in flight whose events completed, oldest first, up to
+ * the first one still running (`everyOne`: asks them all).
+ */
+export function reapWork(everyOne = false): void {
+  for (const work of inFlight) {
+    if (!work.ready() && !everyOne) return;
+  }
+}
+otherWork.push(reapWork);
+
+/**
+ * Work queued on a CUDA stream, such as a kernel launch: poll it, await it,
+ * or order other work after it on the GPU (`enqueueWait`, or `after` in
+ * `launch`, `startCopy` and `dispose`), without a CPU wait.
+ *
+ * @example Await a launch, or order a copy after it
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { deviceCount, loadModule, startCopy } from "@mtc/core";
+ * if (deviceCount() > 0) {
+ *   const module = await loadModule(`.version 7.0
+ * .target sm_75
+ * .address_size 64
+ * .visible .entry fill_u32(.param .u64 dst, .param .u32 value) {
+ *   .reg .b32 %r<3>; .reg .b64 %rd<4>;
+ *   ld.param.u64 %rd1, [dst]; ld.param.u32 %r1, [value];
+ *   cvta.to.global.u64 %rd2, %rd1; mov.u32 %r2, %tid.x;
+ *   mul.wide.u32 %rd3, %r2, 4; add.s64 %rd2, %rd2, %rd3;
+ *   st.global.u32 [%rd2], %r1; ret;
+ * }`);
+ *   const [x] = await startCopy([new Uint32Array(2)], "cuda:0").get();
+ *   const work = module.kernel("fill_u32", ["ptr", "u32"])
+ *     .launch({ grid: 1, block: 2, args: [x, 5] });
+ *   const [back] = await startCopy([x], "cpu", { after: work }).get();
+ *   assert.deepEqual([...back.toTypedArray()], [5, 5]);
+ *   await work.done();
+ *   assert.ok(work.ready());
+ *   x.dispose();
+ *   module.dispose();
+ * }
+ * ```
+ */
+export class GpuWork {
+  readonly #device: DeviceIndex;
+  #event: number;
+  #holds: Storage[] | undefined;
+  #onSettle: (() => void) | undefined;
+  #state = PENDING;
+  #error: unknown;
+  #promise: Promise<void> | undefined;
+  readonly #what: string;
+
+  static {
+    hold = (work, storage) => {
+      if (work.ready()) return;
+      storage.retain();
+      (work.#holds ??= []).push(storage);
+    };
+  }
+
+  /**
+   * Library-internal: work whose completion `event` (of `device`, from the
+   * pool) was recorded; `holds` are released and `onSettle` called once it
+   * completes or fails.
+   */
+  constructor(
+    device: DeviceIndex,
+    event: number,
+    what: string,
+    holds?: Storage[],
+    onSettle?: () => void,
+  ) {
+    this.#device = device;
+    this.#event = event;
+    this.#what = what;
+    this.#holds = holds;
+    this.#onSettle = onSettle;
+    inFlight.add(this);
+  }
+
+  /**
+   * Whether the work has completed or failed. Never blocks.
+   *
+   * @returns true once `done()` would settle without waiting
+   */
+  ready(): boolean {
+    if (this.#state !== PENDING) return true;
+    const status = eventStatus(this.#device, this.#event);
+    if (status === -1) return false;
+    this.#settle(status);
+    return true;
+  }
+
+  /**
+   * Resolves once the work has completed on the GPU. Never blocks the event
+   * loop (the wait runs on a Deno blocking-pool thread).
+   *
+   * @returns the same Promise on every call; it rejects with a `CudaError`
+   * if the work failed (e.g. `CUDA_ERROR_ILLEGAL_ADDRESS`)
+   */
+  done(): Promise<void> {
+    if (this.#promise) return this.#promise;
+    if (this.ready()) {
+      this.#promise = this.#state === DONE ? Promise.resolve() : Promise.reject(this.#error);
+      return this.#promise;
+    }
+    this.#promise = eventSynchronizeOffThread(this.#device, this.#event).then((status) => {
+      if (this.#state === PENDING) this.#settle(status);
+      if (this.#state === FAILED) throw this.#error;
+    });
+    return this.#promise;
+  }
+
+  /**
+   * Makes `stream` wait on the GPU for this work; returns at once (the CPU
+   * never waits). Nothing to do once the work is done.
+   *
+   * @param stream the stream whose later work must run after this work
+   * @throws {TypeError} for a value that is no live `CudaStream`
+   * @throws {CudaError} when the work failed, or the driver refuses the wait
+   */
+  enqueueWait(stream: CudaStream): void {
+    checkStream(stream, "stream");
+    if (this.ready()) {
+      if (this.#state === FAILED) throw this.#error;
+      return;
+    }
+    streamWaitEvent(streamDevice(stream), streamAddress(stream), this.#event);
+  }
+
+  /** Shows the state in `console.log`. */
+  [Symbol.for("Deno.customInspect")](): string {
+    return `GpuWork(${this.#what}, ${["pending", "done", "failed"][this.#state]})`;
+  }
+
+  #settle(status: number): void {
+    inFlight.delete(this);
+    if (status === 0) {
+      this.#state = DONE;
+    } else {
+      this.#state = FAILED;
+      this.#error = cudaError(status, `complete ${this.#what}`);
+    }
+    releaseEvent(this.#device, this.#event);
+    this.#event = 0;
+    const holds = this.#holds;
+    this.#holds = undefined;
+    if (holds) { for (const storage of holds) storage.release(); }
+    const onSettle = this.#onSettle;
+    this.#onSettle = undefined;
+    onSettle?.();
+  }
+}

@@ -1,0 +1,184 @@
+import assert from "node:assert/strict";
+import { testAids } from "../../ffi/test_aids.ts";
+import {
+  createStream,
+  CudaStream,
+  defaultStream,
+  deviceCount,
+  disposeAll,
+  loadModule,
+  startCopy,
+  type Tensor,
+} from "../../mod.ts";
+import { addressOf, bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+
+// Ordering happens on the GPU, never on the CPU: with the copy stream held
+// back by a slow kernel, enqueueWait and `after` return while the copy is
+// still pending, and the consumer still reads the copied bytes. Disposing
+// with `after` orders the memory's reuse after the consumer; a plain
+// dispose does not (the race test shows the corruption it allows).
+
+const gpu = { ignore: !hasGpu };
+const HOLD_US = 150_000;
+const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
+
+Deno.test({
+  ...gpu,
+  name: "enqueueWait and after order a consumer after a held-back copy, without a CPU wait",
+  async fn() {
+    const module = await loadModule(await ptx());
+    const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
+    const source = randomArray(Uint8Array, 96 * 1024 + 7, 11);
+    const [firstOut, secondOut] = await startCopy(
+      [new Uint8Array(source.length), new Uint8Array(source.length)],
+      "cuda:0",
+    ).get();
+    using stream = createStream("cuda:0");
+
+    testAids!.delayStream(0, HOLD_US);
+    const handle = startCopy([source], "cuda:0");
+    const [input] = handle.outputs();
+    handle.enqueueWait(stream);
+    assert.equal(handle.ready(), false, "enqueueWait returned before the copy completed");
+    const onOwnStream = copyU8.launch({
+      grid: 64,
+      block: 256,
+      args: [input, firstOut, source.length],
+      stream,
+    });
+    const onDefault = copyU8.launch({
+      grid: 64,
+      block: 256,
+      args: [input, secondOut, BigInt(source.length)],
+      after: handle,
+    });
+    const back = startCopy([firstOut, secondOut], "cpu", { after: [onOwnStream, onDefault] });
+    assert.equal(handle.ready(), false, "launch and startCopy with after returned at once");
+    assert.equal(onDefault.ready(), false);
+    const [first, second] = await back.get();
+    assert.deepEqual(bytesOf(first), source);
+    assert.deepEqual(bytesOf(second), source);
+    await Promise.all([onOwnStream.done(), onDefault.done(), handle.get()]);
+    disposeAll([first, second, firstOut, secondOut, input]);
+    module.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "startCopy({ after: stream }) copies a result back only after the stream's work",
+  async fn() {
+    const module = await loadModule(await ptx());
+    const scale = module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]);
+    const values = Float32Array.from({ length: 1000 }, (_, i) => i);
+    const [x] = await startCopy([values], "cuda:0").get();
+    using stream = createStream("cuda:0");
+    testAids!.delayOn(stream, HOLD_US);
+    scale.launch({ grid: 4, block: 256, args: [x, 2, 1, values.length], stream });
+    const back = startCopy([x], "cpu", { after: stream });
+    assert.equal(back.ready(), false);
+    const [result] = await back.get();
+    assert.deepEqual([...result.toTypedArray()], [...values].map((v) => v * 2 + 1));
+    disposeAll([x, result]);
+    module.dispose();
+  },
+});
+
+/**
+ * A user's own FFI code reads `x` through its `ptr` on its own stream, held
+ * back by a slow kernel, then disposes `x`; the next copy of the same size
+ * gets the same block. Returns what the reader read.
+ */
+async function raceDisposeAgainstNextCopy(
+  dispose: (x: Tensor, stream: CudaStream) => void,
+): Promise<{ read: Uint8Array; written: Uint8Array; reused: boolean }> {
+  const bytes = 200 * 1024;
+  const written = randomArray(Uint8Array, bytes, 21);
+  const [x, readInto] = await Promise.all([
+    startCopy([written], "cuda:0").get().then(([t]) => t),
+    startCopy([new Uint8Array(bytes)], "cuda:0").get().then(([t]) => t),
+  ]);
+  using stream = createStream("cuda:0");
+  testAids!.delayOn(stream, HOLD_US);
+  const xAddress = addressOf(x);
+  testAids!.copyOn(stream, { dst: addressOf(readInto), src: xAddress, bytes });
+  dispose(x, stream);
+  const [next] = await startCopy([randomArray(Uint8Array, bytes, 22)], "cuda:0").get();
+  const reused = addressOf(next) === xAddress;
+  await stream.synchronize();
+  const read = bytesOf(readInto);
+  disposeAll([next, readInto]);
+  return { read, written, reused };
+}
+
+Deno.test({
+  ...gpu,
+  name: "dispose({ after: stream }) orders reuse after the reader; a plain dispose races",
+  async fn() {
+    const ordered = await raceDisposeAgainstNextCopy((x, stream) => x.dispose({ after: stream }));
+    assert.ok(ordered.reused, "the next copy reused the block (else the test proves nothing)");
+    assert.deepEqual(
+      ordered.read,
+      ordered.written,
+      "with after: the reader saw the tensor's bytes",
+    );
+
+    const plain = await raceDisposeAgainstNextCopy((x) => x.dispose());
+    assert.ok(plain.reused);
+    assert.notDeepEqual(plain.read, plain.written, "a plain dispose lets the next copy overwrite");
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "disposeAll({ after: work }) and a dispose during a launch defer reuse past the kernel",
+  async fn() {
+    const module = await loadModule(await ptx());
+    const spin = module.kernel("spin_ns", ["u64"]);
+    const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
+    const bytes = 64 * 1024;
+    const written = randomArray(Uint8Array, bytes, 31);
+    const [x, out] = await startCopy([written, new Uint8Array(bytes)], "cuda:0", {
+      packCpuTensors: false,
+    }).get();
+    const stream = defaultStream("cuda:0");
+    spin.launch({ grid: 1, block: 1, args: [BigInt(HOLD_US * 1000)], stream });
+    const work = copyU8.launch({ grid: 16, block: 256, args: [x, out, bytes], stream });
+    // Launched through the library, x is held: a plain dispose is deferred.
+    const xAddress = addressOf(x);
+    x.dispose();
+    const [next] = await startCopy([randomArray(Uint8Array, bytes, 32)], "cuda:0").get();
+    assert.notEqual(addressOf(next), xAddress, "x's block stays held while the kernel may read it");
+    const [back] = await startCopy([out], "cpu", { after: work }).get();
+    assert.deepEqual(bytesOf(back), written);
+    disposeAll({ next, out }, { after: work });
+    await work.done();
+    back.dispose();
+    module.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "streams: default, created, wrapped (same device only), synchronize",
+  async fn() {
+    assert.equal(defaultStream("cuda"), defaultStream("cuda:0"));
+    const created = createStream("cuda:0");
+    const wrapped = CudaStream.fromHandle(created.handle, "cuda:0");
+    assert.equal(wrapped.handle, created.handle);
+    assert.equal(CudaStream.fromHandle(0n, "cuda:0").handle, 0n);
+    testAids!.delayOn(wrapped, 20_000);
+    await created.synchronize();
+    wrapped.dispose(); // a wrapper never destroys
+    await created.synchronize();
+    created.dispose();
+    assert.throws(() => created.handle, /disposed stream/);
+    assert.throws(() => createStream("cpu"), TypeError);
+    assert.throws(() => CudaStream.fromHandle(1 as never, "cuda:0"), TypeError);
+    assert.throws(() => CudaStream.fromHandle(-1n, "cuda:0"), RangeError);
+    if (deviceCount() > 1) {
+      using other = createStream("cuda:1");
+      assert.throws(() => CudaStream.fromHandle(other.handle, "cuda:0"), RangeError);
+    }
+  },
+});

@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import { disposeAll, loadModule, startCopy, Tensor } from "../mod.ts";
+import { parameterOffsets } from "../src/gpu/kernel.ts";
+
+// The checks of the GPU-work API that need no GPU: they run before any
+// CUDA call, so a bad argument is refused the same way everywhere.
+
+Deno.test("parameterOffsets() lays parameters out as the CUDA ABI does (each aligned to its size)", () => {
+  const { offsets, bytes } = parameterOffsets(["ptr", "u32", "ptr", "f32", "f64", "i32", "i64"]);
+  assert.deepEqual([...offsets], [0, 8, 16, 24, 32, 40, 48]);
+  assert.equal(bytes, 56);
+  assert.deepEqual([...parameterOffsets(["u32", "u64"]).offsets], [0, 8]);
+  assert.equal(parameterOffsets([]).bytes, 0);
+});
+
+Deno.test("startCopy({ after }) refuses what is no copy handle, work or stream, synchronously", () => {
+  assert.throws(() => startCopy([new Float32Array(2)], "cpu", { after: 5 as never }), {
+    name: "TypeError",
+    message: /Invalid option after: expected an AsyncCopyHandle, a GpuWork or a CudaStream/,
+  });
+  assert.throws(
+    () => startCopy([new Float32Array(2)], "cpu", { after: [{}] as never }),
+    /Invalid option after\[0\]/,
+  );
+});
+
+Deno.test("dispose({ after }) and disposeAll({ after }) refuse a bad after and dispose nothing", () => {
+  const tensor = Tensor.from(new Float32Array(2));
+  assert.throws(() => tensor.dispose({ after: "stream" as never }), TypeError);
+  assert.equal(tensor.disposed, false);
+  assert.throws(() => disposeAll([tensor], { after: null as never }), TypeError);
+  assert.equal(tensor.disposed, false);
+  const handle = startCopy([new Float32Array(2)], "cpu");
+  disposeAll([tensor], { after: handle });
+  assert.equal(tensor.disposed, true);
+});
+
+Deno.test("loadModule() refuses an empty or non-binary image synchronously", () => {
+  assert.throws(() => loadModule(""), /Invalid image/);
+  assert.throws(() => loadModule(new Uint8Array(0)), /Invalid image/);
+  assert.throws(() => loadModule(new Float32Array(4) as never), /Invalid image/);
+});
+
+Deno.test("the example PTX asks for an ISA that drivers from CUDA 11 JIT-compile", async () => {
+  const ptx = await Deno.readTextFile(new URL("../examples/step_kernels.ptx", import.meta.url));
+  assert.match(ptx, /^\.version 7\.0$/m);
+  assert.match(ptx, /^\.target sm_75$/m);
+  const { STEP_KERNELS_PTX } = await import("../examples/step_kernels_ptx.ts");
+  assert.equal(STEP_KERNELS_PTX, ptx, "the module holds the committed PTX");
+  for (const kernel of ["sum_f32", "scale_f32", "copy_u8", "spin_ns", "write_u32", "noop"]) {
+    assert.match(ptx, new RegExp(`^\\.visible \\.entry ${kernel}\\(`, "m"));
+  }
+});
