@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { disposeAll, loadModule, startCopy, Tensor } from "../mod.ts";
-import { parameterOffsets } from "../src/gpu/kernel.ts";
+import { Kernel, parameterOffsets } from "../src/gpu/kernel.ts";
 
 // The checks of the GPU-work API that need no GPU: they run before any
 // CUDA call, so a bad argument is refused the same way everywhere.
@@ -49,5 +49,13 @@ Deno.test("the example PTX asks for an ISA that drivers from CUDA 11 JIT-compile
   assert.equal(STEP_KERNELS_PTX, ptx, "the module holds the committed PTX");
   for (const kernel of ["sum_f32", "scale_f32", "copy_u8", "spin_ns", "write_u32", "noop"]) {
     assert.match(ptx, new RegExp(`^\\.visible \\.entry ${kernel}\\(`, "m"));
+  }
+});
+
+Deno.test("a Kernel's launch buffer takes any parameter list (4-byte ones included)", () => {
+  const owner = { assertLive() {}, begin: () => () => {} };
+  for (const params of [[], ["u32"], ["ptr", "u32"], ["f32", "f32", "f32"]] as const) {
+    const kernel = new Kernel(owner, 0, 0, "k", params);
+    assert.deepEqual(kernel.params, params);
   }
 });

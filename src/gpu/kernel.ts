@@ -134,7 +134,8 @@ export class Kernel {
     const offsets = parameterOffsets(params);
     // Offsets in the launch buffer, past its header.
     this.#offsets = offsets.offsets.map((offset) => offset + LAUNCH_HEADER_BYTES);
-    const buffer = new ArrayBuffer(LAUNCH_HEADER_BYTES + offsets.bytes);
+    // Whole 8-byte words, so that every typed view below fits it.
+    const buffer = new ArrayBuffer(LAUNCH_HEADER_BYTES + Math.ceil(offsets.bytes / 8) * 8);
     this.#config = new Uint8Array(buffer);
     this.#u32 = new Uint32Array(buffer);
     this.#i32 = new Int32Array(buffer);

@@ -19,7 +19,7 @@ import { addressOf, bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 // dispose does not (the race test shows the corruption it allows).
 
 const gpu = { ignore: !hasGpu };
-const HOLD_US = 150_000;
+const HOLD_US = 300_000;
 const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
 
 Deno.test({
@@ -34,6 +34,10 @@ Deno.test({
       "cuda:0",
     ).get();
     using stream = createStream("cuda:0");
+    // Warm up what a first use loads or allocates (the gather kernel's
+    // module, pinned blocks): loading a module may wait for the device.
+    const warm = copyU8.launch({ grid: 1, block: 32, args: [firstOut, secondOut, 1] });
+    disposeAll(await startCopy([firstOut, secondOut], "cpu", { after: warm }).get());
 
     testAids!.delayStream(0, HOLD_US);
     const handle = startCopy([source], "cuda:0");
