@@ -54,7 +54,7 @@ const expected = data.reduce((a, b) => a + b, 0);
 async function oneAwait(): Promise<number> {
   const handle = startCopy([data, new Float32Array(1)], "cuda:0");
   const [x, total] = handle.outputs();
-  const work = sum.launch({ grid: 1, block: 256, args: [x, N, total, 0], after: handle });
+  const work = sum.launch({ grid: 132, block: 256, args: [x, N, total, 0], after: handle });
   const [back] = await startCopy([total], "cpu", { after: work }).get();
   const value = back.toTypedArray()[0] as number;
   disposeAll([x, total, back]);
@@ -63,7 +63,7 @@ async function oneAwait(): Promise<number> {
 
 async function awaitEach(): Promise<number> {
   const [x, total] = await startCopy([data, new Float32Array(1)], "cuda:0").get();
-  const work = sum.launch({ grid: 1, block: 256, args: [x, N, total, 0] });
+  const work = sum.launch({ grid: 132, block: 256, args: [x, N, total, 0] });
   await work.done();
   const [back] = await startCopy([total], "cpu").get();
   const value = back.toTypedArray()[0] as number;

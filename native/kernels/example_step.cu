@@ -5,11 +5,14 @@
 
 #include <stdint.h>
 
-// Adds the `count` floats at `src` into dst[index]. One block of 256 threads.
+// Adds the `count` floats at `src` into dst[index]. Blocks of 256 threads,
+// as many as fit the data (each adds its part with one atomic).
 extern "C" __global__ void sum_f32(const float *src, uint32_t count, float *dst, uint32_t index) {
   __shared__ float partial[256];
   float sum = 0.0f;
-  for (uint32_t i = threadIdx.x; i < count; i += blockDim.x) sum += src[i];
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
+    sum += src[i];
+  }
   partial[threadIdx.x] = sum;
   __syncthreads();
   for (unsigned stride = blockDim.x / 2; stride > 0; stride /= 2) {
