@@ -21,7 +21,13 @@ export { startCopy } from "./src/start_copy.ts";
 export { prefetch } from "./src/prefetch.ts";
 export type { PrefetchOptions } from "./src/prefetch.ts";
 export { BACKGROUND_MIN_BYTES, WORKER_MIN_BYTES } from "./src/staging/background.ts";
-export type { CopyResult, HasMethods, OpaqueObject } from "./src/start_copy.ts";
+export type {
+  CopyResult,
+  HasMethods,
+  HasNonPublicMembers,
+  OpaqueObject,
+  PassesThrough,
+} from "./src/start_copy.ts";
 export { AsyncCopyHandle } from "./src/copy_handle.ts";
 export type { CopyStats } from "./src/copy_handle.ts";
 export type { StartCopyOptions } from "./src/options.ts";

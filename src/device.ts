@@ -181,8 +181,9 @@ export function parseDevice(device: unknown): DeviceIndex {
   // A training loop names the same device every step: skip the pattern.
   if (device === lastParsed) return lastIndex;
   if (typeof device !== "string") {
+    const required = device === undefined ? " (the device argument is required)" : "";
     throw new TypeError(
-      `Invalid device ${String(device)}: expected a string such as "cpu" or "cuda:0"`,
+      `Invalid device ${String(device)}: expected a string such as "cpu" or "cuda:0"${required}`,
     );
   }
   const match = CUDA_PATTERN.exec(device);
@@ -211,8 +212,11 @@ export function parseDevice(device: unknown): DeviceIndex {
 }
 
 // The last CUDA device string parsed and its index (the device count is
-// fixed for the process, so a valid string stays valid).
-let lastParsed: string | undefined;
+// fixed for the process, so a valid string stays valid). It starts as
+// "cpu", which returns before the comparison: a value that no argument can
+// match there (an `undefined` start matched a missing device, which then
+// went to cuda:0).
+let lastParsed = "cpu";
 let lastIndex: DeviceIndex = 0;
 
 /** The canonical string of a device index. */

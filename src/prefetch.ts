@@ -38,30 +38,43 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * Errors surface at the iteration they belong to: a batch `startCopy`
  * rejects, a copy that fails, or the source itself throwing, after the
  * batches before it were yielded. Leaving the loop (`break`, `return`, an
- * exception) cancels cleanly: the source is closed (its `return()`), and the
- * copies in flight are awaited and their results disposed.
+ * exception) cancels cleanly: the source is closed at once (its `return()`,
+ * even while a pull from it is pending: a channel's pending `next()` may
+ * settle only then), a batch that pull still delivers is not copied, and
+ * the copies in flight are awaited and their results disposed, as is the
+ * last result with `disposePrevious`, whatever `return()` does. An error
+ * that `return()` throws then surfaces from the loop's exit (unless the
+ * loop is leaving on an error of its own, which wins). An async generator
+ * runs a `return()` only once its pending `next()` has settled (the
+ * language queues it): leaving the loop waits for that batch to be made.
+ *
+ * Each result owns its tensors (see `startCopy`): disposing it, as
+ * `disposePrevious` does, never disposes a tensor of the source's batches,
+ * even one already on `device`.
  *
  * @param source batches: an `Iterable` or an `AsyncIterable`
- * @param device `"cpu"`, `"cuda"` or `"cuda:N"`
+ * @param device `"cpu"`, `"cuda"` or `"cuda:N"` (required)
  * @param options `startCopy`'s options, `depth` and `disposePrevious`
  * @returns an async iterator of the copied batches, in source order
- * @throws {TypeError} at once, for a malformed device or bad options
+ * @throws {TypeError} at once, for a source that is not iterable, a missing
+ * or malformed device, options that are not an object, or bad options
  * @throws {RangeError} at once, for a `depth` that is not an integer >= 1,
  * or a device or option out of range
  *
  * @example Feed a training loop
  * ```ts
  * import { deviceCount, prefetch } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * async function* batches() {
  *   for (let step = 0; step < 4; step++) yield { boxes: new Float32Array(8).fill(step) };
  * }
  * const device = deviceCount() > 0 ? "cuda:0" : "cpu";
  * let steps = 0;
  * for await (const batch of prefetch(batches(), device, { disposePrevious: true })) {
- *   console.assert(batch.boxes.device === device);
+ *   assert.equal(batch.boxes.device, device);
  *   steps++;
  * }
- * console.assert(steps === 4);
+ * assert.equal(steps, 4);
  * ```
  */
 export function prefetch<T>(
@@ -69,6 +82,10 @@ export function prefetch<T>(
   device: string,
   options: PrefetchOptions = {},
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
+  const open = iteratorOf(source);
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`Invalid prefetch options ${String(options)}: expected an object`);
+  }
   const { depth = 2, disposePrevious = false, ...copyOptions } = options;
   if (!Number.isSafeInteger(depth) || depth < 1) {
     throw new RangeError(`Invalid prefetch depth ${String(depth)}: expected an integer >= 1`);
@@ -79,10 +96,26 @@ export function prefetch<T>(
   // Reject what startCopy would reject for every batch now, not at the first step.
   resolveOptions(copyOptions);
   parseDevice(device);
-  const iterator = Symbol.asyncIterator in source
-    ? (source as AsyncIterable<T>)[Symbol.asyncIterator]()
-    : (source as Iterable<T>)[Symbol.iterator]();
-  return run(iterator, { device, depth, disposePrevious, copyOptions });
+  return run(open(), { device, depth, disposePrevious, copyOptions });
+}
+
+/** How to open `source`'s iterator (opened only once every argument was accepted). */
+function iteratorOf<T>(
+  source: Iterable<T> | AsyncIterable<T>,
+): () => Iterator<T> | AsyncIterator<T> {
+  const iterable = source as Partial<Iterable<T> & AsyncIterable<T>> | null | undefined;
+  const asyncOpen = iterable?.[Symbol.asyncIterator];
+  if (typeof asyncOpen === "function") return () => asyncOpen.call(iterable);
+  const open = iterable?.[Symbol.iterator];
+  if (typeof open === "function") return () => open.call(iterable);
+  throw new TypeError(
+    `Invalid prefetch source ${describe(source)}: expected an Iterable or an AsyncIterable`,
+  );
+}
+
+function describe(value: unknown): string {
+  if (typeof value !== "object" || value === null) return String(value);
+  return `(${value.constructor?.name ?? "an object"})`;
 }
 
 interface Run {
@@ -96,57 +129,106 @@ async function* run<T>(
   iterator: Iterator<T> | AsyncIterator<T>,
   { device, depth, disposePrevious, copyOptions }: Run,
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
+  // Copies started (or the errors met), in source order, beyond the batch in use.
   const queue: Pending<CopyResult<T>>[] = [];
   let exhausted = false;
+  // Set when the loop is left: a pull that settles later starts no copy.
+  let closed = false;
   let previous: CopyResult<T> | undefined;
+  // The loop waits for `changed()`; the pulls call `notify()`.
+  let wake: (() => void) | undefined;
+  const notify = (): void => {
+    const resolve = wake;
+    wake = undefined;
+    resolve?.();
+  };
+  const changed = () => new Promise<void>((resolve) => wake = resolve);
   const pull = async (): Promise<void> => {
     let next: IteratorResult<T>;
     try {
       next = await iterator.next();
     } catch (error) {
       exhausted = true;
-      queue.push({ error });
+      if (!closed) queue.push({ error });
       return;
     }
     if (next.done) {
       exhausted = true;
       return;
     }
+    if (closed) return;
     try {
       queue.push({ handle: startCopy(next.value, device, copyOptions) });
     } catch (error) {
       queue.push({ error });
     }
   };
-  const fill = async (): Promise<void> => {
-    while (!exhausted && queue.length < depth) await pull();
+  // One pump at a time pulls from the source, one `next()` after another,
+  // until `depth` copies wait behind the batch in use. It runs while the
+  // loop body works (its awaits let an async source produce meanwhile); the
+  // loop takes each batch as soon as its copy was started, not once the
+  // pump has filled the queue (a source may deliver its next batch only
+  // after the loop took this one).
+  let pumping = false;
+  const refill = (): void => {
+    if (pumping || exhausted || closed || queue.length >= depth) return;
+    pumping = true;
+    (async () => {
+      try {
+        while (!exhausted && !closed && queue.length < depth) {
+          await pull();
+          notify();
+        }
+      } finally {
+        pumping = false;
+        notify();
+      }
+    })();
   };
-  // The refill runs while the loop body works on the batch just yielded
-  // (its awaits let an async source produce the next batches meanwhile);
-  // the next step waits for it before taking its batch.
-  let filling = fill();
+  let failed = false;
   try {
     while (true) {
-      await filling;
+      refill();
+      // Empty and not pumping: the source is exhausted.
+      while (queue.length === 0 && pumping) await changed();
       const head = queue.shift();
       if (head === undefined) return;
       if ("error" in head) throw head.error;
       // Keep `depth` copies in flight behind the one about to be used.
-      filling = fill();
+      refill();
       const result = await head.handle.get();
       previous = result;
       yield result;
       if (disposePrevious) disposeAll(previous);
       previous = undefined;
     }
+  } catch (error) {
+    failed = true;
+    throw error;
   } finally {
-    await filling;
-    if (!exhausted) await iterator.return?.();
+    // From here on no copy starts, so the queue holds every copy left to
+    // dispose. A pending pull is not awaited: it may settle only once the
+    // source is closed, or never.
+    closed = true;
+    let closeFailed = false;
+    let closeError: unknown;
+    try {
+      if (!exhausted) await iterator.return?.();
+    } catch (error) {
+      closeFailed = true;
+      closeError = error;
+    }
     for (const pending of queue) {
       if ("handle" in pending) {
         await pending.handle.get().then(disposeAll, () => {});
       }
     }
+    queue.length = 0;
     if (disposePrevious && previous !== undefined) disposeAll(previous);
+    // As `for ... of` does: the source's error on closing surfaces, unless
+    // the loop is leaving on an error of its own. (Only a `finally` runs when
+    // the consumer leaves the loop at a `yield`, so the throw is here.)
+    // deno-lint-ignore no-unsafe-finally
+    if (closeFailed && !failed) throw closeError;
   }
 }

@@ -5,7 +5,10 @@
  * The walk feeds it (it is the walk's `LeafSink`): every leaf that moves
  * gets an output `Tensor`, created unbound so that the result structure is
  * final from the start, and an index in one of three direction lists
- * (CPU→CUDA, CUDA→other CUDA, CUDA→CPU). With the default alignment it also
+ * (CPU→CUDA, CUDA→other CUDA, CUDA→CPU). A tensor already on the target
+ * moves nothing: it gets a new `Tensor` over the same memory, which takes its
+ * own hold, so that results never share an instance with the input. With the
+ * default alignment it also
  * feeds the sequential packer during the walk. The transfer functions later
  * bind each output to its memory through {@linkcode Route.bind}, the one
  * place where that happens.
@@ -25,6 +28,7 @@ import {
   bindTensor,
   createTensor,
   rebindTensor,
+  shareTensor,
   tensorAddress,
   tensorArena,
   tensorDevice,
@@ -55,6 +59,11 @@ export class Route implements LeafSink {
   readonly outputs: Tensor[];
   /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
   readonly hostData: (TypedArray | undefined)[];
+  /**
+   * Outputs for leaves already on the target that hold a pooled storage of
+   * their own (see {@linkcode Route.disposeShared}); usually none.
+   */
+  readonly #shared: Tensor[] = [];
   #moving = 0;
   // The pooled storages of the inputs, once per run of neighbours (see inputStorages).
   readonly #inputStorages: Storage[] = [];
@@ -124,7 +133,13 @@ export class Route implements LeafSink {
     if (leaf instanceof Tensor) {
       const source = tensorDevice(leaf);
       this.bytes += leaf.byteLength;
-      if (source === target) return leaf;
+      if (source === target) {
+        // Not copied, yet a tensor of its own: disposing the result must
+        // not dispose the caller's input (nor the input the result).
+        const shared = shareTensor(leaf);
+        if (data === undefined) this.#shared.push(shared);
+        return shared;
+      }
       if (data === undefined) {
         // In pooled memory (CUDA or pinned): held while the copy reads it.
         const storage = tensorStorage(leaf);
@@ -146,6 +161,15 @@ export class Route implements LeafSink {
     const arena = arenaOf(leaf);
     if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
     return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length));
+  }
+
+  /**
+   * Disposes the outputs that share an input's pooled storage: for a copy
+   * that failed (in the walk, or later) and whose result nobody will get.
+   */
+  disposeShared(): void {
+    for (const output of this.#shared) output.dispose();
+    this.#shared.length = 0;
   }
 
   /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */

@@ -22,7 +22,11 @@ import type { Tensor } from "./tensor.ts";
 import { walk } from "./traverse.ts";
 import { submit } from "./transfer/submit.ts";
 
-/** Objects `startCopy` passes through by reference, whatever their contents (for {@linkcode CopyResult}). */
+/**
+ * Objects `startCopy` passes through by reference, whatever their contents
+ * (for {@linkcode CopyResult}): built-in classes, functions and class
+ * constructors.
+ */
 export type OpaqueObject =
   | Date
   | RegExp
@@ -33,8 +37,10 @@ export type OpaqueObject =
   | ReadonlySet<unknown>
   | WeakMap<object, unknown>
   | WeakSet<object>
+  | WeakRef<object>
   | Error
-  | ((...args: never[]) => unknown);
+  | ((...args: never[]) => unknown)
+  | (abstract new (...args: never[]) => unknown);
 
 /**
  * Whether `T` has methods: the type of a class instance, which `startCopy`
@@ -46,26 +52,71 @@ export type HasMethods<T> = {
 }[keyof T] extends never ? false : true;
 
 /**
+ * Whether `T` has members that only a class instance can have: `private`,
+ * `protected` or `#private` ones (an object of `T`'s public members is then
+ * not a `T`).
+ */
+export type HasNonPublicMembers<T> = { [K in keyof T]: T[K] } extends T ? false : true;
+
+/**
+ * Whether {@linkcode CopyResult} types an object type `T` as passed through
+ * unchanged (a class instance, as far as a type can tell) rather than as a
+ * plain object that is walked: an {@linkcode OpaqueObject}, a type with a
+ * `[Symbol.toStringTag]` (built-in classes have one; give a class of your
+ * own one to mark it), with methods ({@linkcode HasMethods}), or with
+ * `private`, `protected` or `#private` members
+ * ({@linkcode HasNonPublicMembers}).
+ */
+export type PassesThrough<T> = T extends OpaqueObject ? true
+  : T extends { readonly [Symbol.toStringTag]: string } ? true
+  : HasMethods<T> extends true ? true
+  : HasNonPublicMembers<T>;
+
+/**
  * The result type of copying a `T`: every TypedArray or Tensor leaf becomes
  * a `Tensor`; arrays, tuples, plain objects (types and interfaces) and Maps
  * keep their shape; other objects (class instances, `Date`, ...) and
- * primitives pass through as they are.
+ * primitives pass through as they are (see {@linkcode PassesThrough}).
+ *
+ * The limit of a type: at run time the walk tells a plain object from a
+ * class instance by its prototype, which a type does not record. A class
+ * whose members are all public data fields has the same type as an
+ * interface with those fields, and is typed as walked (its TypedArrays as
+ * `Tensor`s) although the copy passes it through. Give such a class a
+ * method, a `#private` member or a `readonly [Symbol.toStringTag]` to have
+ * it typed as it runs. The reverse holds for a plain object with
+ * function-valued members: typed as passed through, walked at run time.
  *
  * @example Typing a batch with an interface
  * ```ts
  * import { type CopyResult, startCopy, type Tensor } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * interface Sample { boxes: Float32Array; name: string }
  * const batch: Sample[] = [{ boxes: new Float32Array(4), name: "a" }];
  * const copied: CopyResult<Sample[]> = await startCopy(batch, "cpu").get();
  * const boxes: Tensor = copied[0].boxes;
- * console.assert(boxes.numel === 4 && copied[0].name === "a");
+ * assert.equal(boxes.numel, 4);
+ * assert.equal(copied[0].name, "a");
+ * ```
+ *
+ * @example A class instance passes through, typed as itself
+ * ```ts
+ * import { startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
+ * class Calibration {
+ *   readonly [Symbol.toStringTag] = "Calibration";
+ *   matrix = new Float64Array(9);
+ * }
+ * const calibration = new Calibration();
+ * const copied = await startCopy({ calibration }, "cpu").get();
+ * const matrix: Float64Array = copied.calibration.matrix; // not copied
+ * assert.equal(matrix, calibration.matrix);
  * ```
  */
 export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
-  : T extends OpaqueObject ? T
   : T extends ReadonlyMap<infer K, infer V> ? Map<K, CopyResult<V>>
   : T extends readonly unknown[] ? { -readonly [I in keyof T]: CopyResult<T[I]> }
-  : T extends object ? HasMethods<T> extends true ? T
+  : T extends object ? PassesThrough<T> extends true ? T
     : { [K in keyof T as K extends symbol ? never : K]: CopyResult<T[K]> }
   : T;
 
@@ -80,13 +131,19 @@ export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
  * Inputs must not be modified until `get()` resolves or `ready()` is true;
  * the handle keeps them alive until then.
  *
+ * The result owns its tensors: a `Tensor` already on `device` is not copied,
+ * but comes back as a new `Tensor` over the same memory that holds that
+ * memory itself (so does a TypedArray copied to `"cpu"`). Disposing the
+ * result never disposes an input, on any device, and the input may be
+ * disposed first: the memory goes back once both are.
+ *
  * @param data a TypedArray, a `Tensor`, or arrays, plain objects and Maps of
- * them (other values pass through by reference)
- * @param device `"cpu"`, `"cuda"` or `"cuda:N"`
+ * them (other values, class instances included, pass through by reference)
+ * @param device `"cpu"`, `"cuda"` or `"cuda:N"` (required)
  * @param options see {@linkcode StartCopyOptions}
  * @returns a handle whose `get()` resolves with the copied structure
- * @throws {TypeError} for a malformed device, bad options, a cyclic
- * structure or a leaf over a detached buffer
+ * @throws {TypeError} for a missing or malformed device, bad options, a
+ * cyclic structure or a leaf over a detached buffer
  * @throws {RangeError} for `cuda:N` past the device count or an option out
  * of range
  * @throws {Error} for a CUDA target without a usable device, or a disposed
@@ -115,7 +172,14 @@ export function startCopy<T>(
     ? undefined
     : checkAfter(options.after, "option after", true);
   const route = new Route(target, resolved);
-  const result = walk(data, route) as CopyResult<T>;
+  let result: CopyResult<T>;
+  try {
+    result = walk(data, route) as CopyResult<T>;
+  } catch (error) {
+    // Leaves met before the failing one may hold storages already.
+    route.disposeShared();
+    throw error;
+  }
   reapFinished();
   if (after !== undefined) {
     // Before anything is queued: the copy streams it will use wait on the GPU.
@@ -135,12 +199,18 @@ export function startCopy<T>(
     ...job,
     outputs: result,
     complete: () => {
-      job.complete();
+      try {
+        job.complete();
+      } catch (error) {
+        route.disposeShared();
+        throw error;
+      }
       if (trace) logCopy(trace, job.stats);
       return result;
     },
     abort: (error?: unknown) => {
       job.abort();
+      route.disposeShared();
       if (trace) logCopy(trace, job.stats, error ?? "aborted");
     },
   });

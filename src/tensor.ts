@@ -13,6 +13,7 @@ import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
+  builtinClassOf,
   type DType,
   DTYPE_SIZE,
   type TypedArray,
@@ -36,6 +37,7 @@ export interface TensorInternals {
   ): Tensor;
   bind(tensor: Tensor, storage: Storage, offset: number): void;
   rebind(tensor: Tensor, data: TypedArray): void;
+  share(tensor: Tensor): Tensor;
   device(tensor: Tensor): DeviceIndex;
   storage(tensor: Tensor): Storage | undefined;
   offset(tensor: Tensor): number;
@@ -130,10 +132,37 @@ export class Tensor {
       tensor.#data = data;
       tensor.#arena = arenaOf(data);
     };
+    tensorInternals.share = (tensor) => {
+      const shared = new Tensor(
+        tensor.#dtype,
+        tensor.#shape,
+        tensor.#deviceIndex,
+        tensor.#byteLength,
+      );
+      const storage = tensor.#storage;
+      if (storage !== undefined) {
+        // Its own hold: either tensor may be disposed first.
+        storage.retain();
+        shared.#storage = storage;
+        shared.#offset = tensor.#offset;
+      } else {
+        // Host data: the view keeps the bytes alive, whoever disposes.
+        shared.#data = tensor.#data;
+        shared.#arena = tensor.#arena;
+      }
+      return shared;
+    };
     tensorInternals.device = (tensor) => tensor.#deviceIndex;
     tensorInternals.storage = (tensor) => tensor.#storage;
     tensorInternals.offset = (tensor) => tensor.#offset;
-    tensorInternals.data = (tensor) => tensor.#data;
+    tensorInternals.data = (tensor) => {
+      const data = tensor.#data;
+      // The walk reads this for every CPU tensor leaf: one comparison on
+      // the path of a view that still has the tensor's length.
+      return data === undefined || data.byteLength === tensor.#byteLength
+        ? data
+        : tensor.#fixLength(data);
+    };
     tensorInternals.arena = (tensor) => tensor.#arena;
   }
 
@@ -211,6 +240,8 @@ export class Tensor {
   /**
    * Releases this tensor's hold on pooled pinned or device memory. Calling
    * it again does nothing. A disposed tensor cannot be read or copied.
+   * Other tensors over the same memory (a copy's result for a tensor that
+   * was already on its target, and that input) keep their own holds.
    *
    * With `after` (a launch, a copy handle, or a stream), the memory is
    * reused only after that work, ordered on the GPU: the CPU does not wait.
@@ -262,12 +293,36 @@ export class Tensor {
 
   /** The wrapped host data, checked to still hold the tensor's bytes. */
   #wrapped(): TypedArray | undefined {
-    const data = this.#data;
+    let data = this.#data;
     if (data === undefined || data.byteLength === this.#byteLength) return data;
-    const what = isDetached(data) ? "detached" : "shrunk";
+    data = this.#fixLength(data);
+    if (data.byteLength === this.#byteLength) return data;
+    const what = isDetached(data) ? "detached" : "shrunk below the tensor's bytes";
     throw new TypeError(
-      `Cannot use a tensor whose buffer was ${what} after Tensor.from() (${this.#byteLength} bytes expected, ${data.byteLength} left): wrap the data again`,
+      `Cannot use a tensor whose buffer was ${what} after it was wrapped (${this.#byteLength} bytes expected, ${data.byteLength} left): wrap the data again`,
     );
+  }
+
+  /**
+   * The wrapped data of a length that differs from the tensor's. A view
+   * that tracks the length of a resizable buffer (made without a length)
+   * and whose buffer grew is replaced by a fixed-length view of the
+   * tensor's bytes: the tensor keeps the shape it was made with, and stays
+   * valid while its bytes exist. (`Tensor.from` wraps such a view with a
+   * fixed length at once; a copy to the CPU wraps its leaves as they are,
+   * since finding out would cost every leaf a read of its buffer.) Any
+   * other difference (a buffer detached or shrunk below the tensor's
+   * bytes) is returned as is, for the caller to refuse.
+   */
+  #fixLength(data: TypedArray): TypedArray {
+    if (data.byteLength < this.#byteLength) return data;
+    const fixed = new (builtinClassOf(data))(
+      data.buffer,
+      data.byteOffset,
+      this.#byteLength / data.BYTES_PER_ELEMENT,
+    );
+    this.#data = fixed;
+    return fixed;
   }
 
   #assertLive(): void {

@@ -58,6 +58,16 @@ export function rebindTensor(tensor: Tensor, data: TypedArray): void {
   internals.rebind(tensor, data);
 }
 
+/**
+ * A new tensor over the same memory as `tensor` (same dtype, shape and
+ * device), with its own hold on it: a hold on the pooled storage, or the
+ * same host data. Disposing either leaves the other valid; the memory goes
+ * back once both are disposed. `tensor` must not be disposed.
+ */
+export function shareTensor(tensor: Tensor): Tensor {
+  return internals.share(tensor);
+}
+
 /** The device index of a tensor. */
 export function tensorDevice(tensor: Tensor): DeviceIndex {
   return internals.device(tensor);
@@ -78,7 +88,12 @@ export function tensorArena(tensor: Tensor): ArenaMemory | undefined {
   return internals.arena(tensor);
 }
 
-/** The host data a CPU tensor wraps, if it wraps any. */
+/**
+ * The host data a CPU tensor wraps, if it wraps any. A length-tracking view
+ * whose buffer grew comes back as a fixed-length view of the tensor's
+ * bytes; one whose buffer shrank or was detached comes back as it is (its
+ * `byteLength` then differs from the tensor's, which callers check).
+ */
 export function tensorData(tensor: Tensor): TypedArray | undefined {
   return internals.data(tensor);
 }

@@ -7,6 +7,15 @@ Deno.test("deviceCount() is a non-negative integer and never throws for a missin
   assert.ok(Number.isInteger(count) && count >= 0);
 });
 
+// First in the file: before any CUDA device string was parsed, the
+// last-device fast path once matched a missing device and returned cuda:0.
+Deno.test("parseDevice() throws TypeError for a missing device, before any device was parsed", () => {
+  assert.throws(() => parseDevice(undefined), {
+    name: "TypeError",
+    message: /Invalid device undefined: .*the device argument is required/,
+  });
+});
+
 Deno.test("parseDevice() reads cpu, cuda and cuda:N", () => {
   assert.equal(parseDevice("cpu"), CPU);
   if (deviceCount() > 0) {
@@ -23,6 +32,8 @@ Deno.test("parseDevice() throws TypeError naming a malformed device", () => {
   }
   assert.throws(() => parseDevice(7), TypeError);
   assert.throws(() => parseDevice(null), TypeError);
+  if (deviceCount() > 0) parseDevice("cuda:0");
+  assert.throws(() => parseDevice(undefined), TypeError);
 });
 
 Deno.test("parseDevice() throws RangeError past the device count", () => {

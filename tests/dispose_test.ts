@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { disposeAll, Tensor } from "../mod.ts";
+import { disposeAll, startCopy, Tensor } from "../mod.ts";
 import { sparseArray } from "./_helpers.ts";
 
 Deno.test("disposeAll() disposes every tensor in arrays, objects and Maps", () => {
@@ -144,4 +144,20 @@ Deno.test("disposeAll() visits a sparse array by its elements, not by its length
   for (let i = 0; i < 2100; i++) deep = { next: deep };
   disposeAll(deep);
   assert.equal(deepTensor.disposed, true);
+});
+
+Deno.test("disposeAll() of a copy's result never disposes the caller's tensors, copy after copy", async () => {
+  // The same batch copied step after step (a dataset's second epoch), its
+  // results disposed each time: generic disposal first, then by its plan.
+  const boxes = Tensor.from(new Float32Array([1, 2, 3, 4]), [1, 4]);
+  const batch = [{ boxes, ids: new Int32Array([5]), nested: { again: boxes } }];
+  for (let step = 0; step < 4; step++) {
+    const result = await startCopy(batch, "cpu").get();
+    assert.notEqual(result[0].boxes, boxes);
+    assert.notEqual(result[0].nested.again, boxes);
+    disposeAll(result);
+    assert.equal(result[0].boxes.disposed, true);
+    assert.equal(boxes.disposed, false, `step ${step}`);
+  }
+  assert.deepEqual([...boxes.toTypedArray()], [1, 2, 3, 4]);
 });

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { prefetch, Tensor } from "../mod.ts";
+import { BlockPool } from "../src/memory/block_pool.ts";
+import { Storage } from "../src/memory/storage.ts";
+import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
 
 function batches(count: number, log: number[] = []): Iterable<{ ids: Int32Array }> {
   return {
@@ -110,4 +113,189 @@ Deno.test("prefetch() rejects a bad depth, device or option at once", () => {
   }
   assert.throws(() => prefetch([], "gpu"), TypeError);
   assert.throws(() => prefetch([], "cpu", { maxPackedChunkBytes: 0 }), RangeError);
+});
+
+Deno.test("prefetch() without a device throws TypeError at once, and never opens the source", () => {
+  let opened = false;
+  const source = {
+    *[Symbol.iterator]() {
+      opened = true;
+      yield { ids: new Int32Array(1) };
+    },
+  };
+  const expected = { name: "TypeError", message: /Invalid device undefined/ };
+  assert.throws(() => (prefetch as (source: unknown) => unknown)(source), expected);
+  assert.throws(() => prefetch(source, undefined as unknown as string), expected);
+  assert.equal(opened, false);
+});
+
+Deno.test("prefetch() names a source that is not iterable and options that are not an object", () => {
+  const call = prefetch as (source: unknown, device: string, options?: unknown) => unknown;
+  for (
+    const [source, shown] of [[null, "null"], [undefined, "undefined"], [42, "42"], [
+      {},
+      "(Object)",
+    ]]
+  ) {
+    assert.throws(() => call(source, "cpu"), {
+      name: "TypeError",
+      message: `Invalid prefetch source ${shown}: expected an Iterable or an AsyncIterable`,
+    });
+  }
+  for (const [options, shown] of [[null, "null"], [3, "3"]]) {
+    assert.throws(() => call([], "cpu", options), {
+      name: "TypeError",
+      message: `Invalid prefetch options ${shown}: expected an object`,
+    });
+  }
+});
+
+/**
+ * A channel: `next()` hands out what was sent, or waits for the next send
+ * or for `return()`, which closes it and settles a waiting `next()` as done.
+ */
+function channel<T>() {
+  const items: T[] = [];
+  let waiting: ((result: IteratorResult<T>) => void) | undefined;
+  const state = { closed: false, returnCalls: 0 };
+  const iterator: AsyncIterableIterator<T> = {
+    next(): Promise<IteratorResult<T>> {
+      if (items.length > 0) return Promise.resolve({ value: items.shift()!, done: false });
+      if (state.closed) return Promise.resolve({ value: undefined, done: true });
+      return new Promise((resolve) => waiting = resolve);
+    },
+    return(): Promise<IteratorResult<T>> {
+      state.returnCalls++;
+      close();
+      return Promise.resolve({ value: undefined, done: true });
+    },
+    [Symbol.asyncIterator]() {
+      return iterator;
+    },
+  };
+  const close = () => {
+    state.closed = true;
+    waiting?.({ value: undefined, done: true });
+    waiting = undefined;
+  };
+  const send = (item: T) => {
+    if (waiting) waiting({ value: item, done: false }), waiting = undefined;
+    else items.push(item);
+  };
+  return { iterator, send, close, state };
+}
+
+Deno.test("leaving the loop closes a channel whose pending next() settles only when it is closed", async () => {
+  const { iterator, send, close, state } = channel<{ ids: Int32Array }>();
+  send({ ids: new Int32Array([0]) });
+  let steps = 0;
+  const loop = (async () => {
+    for await (const _ of prefetch(iterator, "cpu", { depth: 2 })) {
+      steps++;
+      break; // a pull from the empty channel is pending now
+    }
+  })();
+  // Every microtask of the loop's exit runs before this timer: by then the
+  // source must have been closed (the old code awaited the pending pull first).
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  const closedOnExit = state.returnCalls;
+  close(); // lets a loop that missed it end, so that a failure does not hang the suite
+  await loop;
+  assert.equal(steps, 1);
+  assert.equal(closedOnExit, 1, "the source was not closed when the loop was left");
+  assert.equal(state.returnCalls, 1);
+});
+
+Deno.test("a source that delivers each batch only after the loop took the one before does not stall the loop", async () => {
+  const { iterator, send, close } = channel<{ ids: Int32Array }>();
+  send({ ids: new Int32Array([0]) });
+  const seen: number[] = [];
+  const loop = (async () => {
+    for await (const batch of prefetch(iterator, "cpu", { depth: 2 })) {
+      seen.push(batch.ids.toTypedArray()[0] as number);
+      // Lock-step: the producer sends the next batch once this one was taken.
+      if (seen.length < 3) send({ ids: new Int32Array([seen.length]) });
+      else close();
+    }
+  })();
+  // The whole loop runs in microtasks (copies to the CPU settle at once):
+  // it is over before this timer (the old code waited for `depth` batches
+  // before taking the first).
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  const seenInTime = [...seen];
+  close(); // lets a stalled loop end, so that a failure does not hang the suite
+  await loop;
+  assert.deepEqual(seenInTime, [0, 1, 2]);
+});
+
+/** A tensor on `device` bound to a fresh block of `pool` (its one hold); its bytes are never read. */
+function pooledTensor(pool: BlockPool, device: number, bytes = 64): Tensor {
+  const tensor = createTensor("float32", vectorShape(bytes / 4), device, bytes);
+  bindTensor(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
+  return tensor;
+}
+
+/** A pool over made-up addresses: binding needs addresses, not memory. */
+function addressPool(): BlockPool {
+  let next = 1 << 20;
+  return new BlockPool({ alloc: (bytes) => (next += bytes + 4096) - bytes, free() {} });
+}
+
+Deno.test("a source whose return() throws: the copies in flight and the last result are disposed, then the error surfaces", async () => {
+  const pool = addressPool();
+  // Pooled CPU tensors (as pinned results are): each result holds its block.
+  const inputs = Array.from({ length: 6 }, () => pooledTensor(pool, -1));
+  const source: Iterable<{ t: Tensor }> = {
+    [Symbol.iterator]() {
+      let i = 0;
+      return {
+        next: () =>
+          i < inputs.length
+            ? { value: { t: inputs[i++] }, done: false }
+            : { value: undefined, done: true },
+        return: (): IteratorResult<{ t: Tensor }> => {
+          throw new Error("return failed");
+        },
+      };
+    },
+  };
+  const yielded: Tensor[] = [];
+  await assert.rejects(async () => {
+    for await (const batch of prefetch(source, "cpu", { depth: 3, disposePrevious: true })) {
+      yielded.push(batch.t);
+      if (yielded.length === 2) break;
+    }
+  }, /return failed/);
+  assert.ok(yielded.every((t) => t.disposed), "the last result was not disposed");
+  assert.ok(inputs.every((t) => !t.disposed), "an input was disposed");
+  for (const input of inputs) input.dispose();
+  assert.equal(pool.stats().inUseBytes, 0, "a result of a copy in flight kept its block");
+});
+
+Deno.test("an error of the loop wins over one that return() throws", async () => {
+  const source = {
+    [Symbol.iterator]() {
+      return {
+        next: () => ({ value: { ids: new Int32Array(1) }, done: false }),
+        return: (): IteratorResult<{ ids: Int32Array }> => {
+          throw new Error("return failed");
+        },
+      };
+    },
+  };
+  await assert.rejects(async () => {
+    for await (const _ of prefetch(source, "cpu")) throw new Error("body failed");
+  }, /body failed/);
+});
+
+Deno.test("disposePrevious disposes only what the copies made: a tensor every batch shares stays live", async () => {
+  const constant = Tensor.from(new Float32Array([1, 2, 3]));
+  const source = Array.from({ length: 4 }, (_, i) => ({ constant, ids: new Int32Array([i]) }));
+  let steps = 0;
+  for await (const batch of prefetch(source, "cpu", { disposePrevious: true })) {
+    assert.deepEqual([...batch.constant.toTypedArray()], [1, 2, 3]);
+    steps++;
+  }
+  assert.equal(steps, 4);
+  assert.equal(constant.disposed, false);
 });

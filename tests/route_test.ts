@@ -4,6 +4,7 @@ import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
 import { Route } from "../src/route.ts";
+import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
 import { walk } from "../src/traverse.ts";
 
 const CUDA0 = 0;
@@ -48,12 +49,64 @@ Deno.test("a route to the CPU wraps CPU leaves without copying and moves nothing
   route.releaseLists();
 });
 
-Deno.test("a tensor already on the target is not routed: the result holds the same instance", () => {
+Deno.test("a tensor already on the target is not routed: the result holds a new Tensor over the same host bytes", () => {
   const route = new Route(CPU, resolveOptions(undefined));
-  const tensor = Tensor.from(new Uint8Array(4));
+  const data = new Uint8Array([1, 2, 3, 4]);
+  const tensor = Tensor.from(data, [2, 2]);
   const [out] = walk([tensor], route) as Tensor[];
-  assert.equal(out, tensor);
+  assert.notEqual(out, tensor);
+  assert.equal(out.toTypedArray(), data);
+  assert.deepEqual([out.dtype, out.shape, out.device], ["uint8", [2, 2], "cpu"]);
   assert.equal(route.tensors, 1);
+  assert.equal(route.leaves.length, 0);
+  out.dispose();
+  assert.equal(tensor.disposed, false);
+  assert.deepEqual([...tensor.toTypedArray()], [1, 2, 3, 4]);
+  route.releaseLists();
+});
+
+/** A tensor on `device` bound to `bytes` of a fresh block of `pool` (its one hold). */
+function pooledTensor(pool: BlockPool, device: number, bytes: number): Tensor {
+  const tensor = createTensor("float32", vectorShape(bytes / 4), device, bytes);
+  bindTensor(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
+  return tensor;
+}
+
+for (const [name, device] of [["a device tensor", CUDA0], ["a pinned CPU tensor", CPU]] as const) {
+  Deno.test(`${name} already on the target gets a new Tensor with its own hold on the storage`, () => {
+    for (const inputFirst of [true, false]) {
+      const pool = addressPool();
+      const input = pooledTensor(pool, device, 64);
+      const route = new Route(device, resolveOptions(undefined));
+      const [out] = walk([input], route) as Tensor[];
+      route.end();
+      assert.notEqual(out, input);
+      assert.equal(out.device, input.device);
+      assert.equal(out.pinned, input.pinned);
+      assert.deepEqual(out.ptr, input.ptr);
+      assert.equal(route.leaves.length, 0);
+      const [first, second] = inputFirst ? [input, out] : [out, input];
+      first.dispose();
+      // The other still holds the block, at the same address.
+      assert.equal(second.disposed, false);
+      assert.equal(pool.stats().inUseBytes, pool.stats().reservedBytes);
+      assert.ok(second.ptr !== null);
+      second.dispose();
+      assert.equal(pool.stats().inUseBytes, 0, "both disposed: the block is back");
+      route.releaseLists();
+    }
+  });
+}
+
+Deno.test("Route.disposeShared() gives back the holds of the outputs over pooled inputs", () => {
+  const pool = addressPool();
+  const input = pooledTensor(pool, CUDA0, 64);
+  const route = new Route(CUDA0, resolveOptions(undefined));
+  const [out] = walk([input], route) as Tensor[];
+  route.disposeShared();
+  assert.equal(out.disposed, true);
+  input.dispose();
+  assert.equal(pool.stats().inUseBytes, 0);
   route.releaseLists();
 });
 

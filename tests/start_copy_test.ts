@@ -1,5 +1,9 @@
 import assert from "node:assert/strict";
-import { deviceCount, startCopy, Tensor } from "../mod.ts";
+import { deviceCount, disposeAll, setMemoryLimits, startCopy, Tensor } from "../mod.ts";
+import { CPU } from "../src/device.ts";
+import { BlockPool } from "../src/memory/block_pool.ts";
+import { Storage } from "../src/memory/storage.ts";
+import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
 
 Deno.test("startCopy() to cpu wraps TypedArray leaves over the same memory", async () => {
   const boxes = new Float32Array([1, 2, 3, 4]);
@@ -18,10 +22,67 @@ Deno.test("startCopy() to cpu wraps TypedArray leaves over the same memory", asy
   });
 });
 
-Deno.test("startCopy() to cpu returns a CPU Tensor as the same instance", async () => {
-  const tensor = Tensor.from(new Int32Array(3));
+Deno.test("startCopy() to cpu returns a CPU Tensor as a new Tensor over the same memory; disposing the result leaves the input", async () => {
+  const data = new Int32Array([1, 2, 3]);
+  const tensor = Tensor.from(data);
   const [out] = await startCopy([tensor], "cpu").get();
-  assert.equal(out, tensor);
+  assert.notEqual(out, tensor);
+  assert.equal(out.toTypedArray(), data);
+  disposeAll([out]);
+  assert.equal(tensor.disposed, false);
+  // The input can be copied again, and disposed before its new result.
+  const [again] = await startCopy([tensor], "cpu").get();
+  tensor.dispose();
+  assert.deepEqual([...again.toTypedArray()], [1, 2, 3]);
+});
+
+Deno.test("startCopy() without a device throws TypeError at once, naming it", () => {
+  const batch = [{ boxes: new Float32Array(4) }];
+  const expected = { name: "TypeError", message: /Invalid device undefined/ };
+  assert.throws(() => (startCopy as (data: unknown) => unknown)(batch), expected);
+  assert.throws(() => startCopy(batch, undefined as unknown as string), expected);
+});
+
+/** A pool over made-up addresses: binding needs addresses, not memory. */
+function addressPool(): BlockPool {
+  let next = 1 << 20;
+  return new BlockPool({ alloc: (bytes) => (next += bytes + 4096) - bytes, free() {} });
+}
+
+/** A tensor on `device` bound to a fresh block of `pool` (its one hold); its bytes are never read. */
+function pooledTensor(pool: BlockPool, device: number, bytes = 64): Tensor {
+  const tensor = createTensor("float32", vectorShape(bytes / 4), device, bytes);
+  bindTensor(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
+  return tensor;
+}
+
+Deno.test("a copy whose walk fails gives back the holds its results took on inputs already on the target", () => {
+  const pool = addressPool();
+  // Pooled CPU memory, as pinned results are: to "cpu" it is shared, not read.
+  const pinned = pooledTensor(pool, CPU);
+  const cyclic: unknown[] = [];
+  cyclic.push(cyclic);
+  assert.throws(() => startCopy([pinned, cyclic], "cpu"), /cyclic/);
+  pinned.dispose();
+  assert.equal(pool.stats().inUseBytes, 0);
+});
+
+Deno.test("a copy that fails after its walk gives back the holds its results took", async () => {
+  const pool = addressPool();
+  const pinned = pooledTensor(pool, CPU);
+  // A (made-up) device tensor to bring back: more pinned memory than the limit.
+  const onDevice = pooledTensor(pool, 0, 4096);
+  const before = setMemoryLimits({});
+  setMemoryLimits({ pinnedBytes: 1024 });
+  try {
+    const handle = startCopy({ pinned, onDevice }, "cpu");
+    await assert.rejects(handle.get(), /memory limit/);
+  } finally {
+    setMemoryLimits(before);
+  }
+  pinned.dispose();
+  onDevice.dispose();
+  assert.equal(pool.stats().inUseBytes, 0);
 });
 
 Deno.test("startCopy() get() returns the same Promise every call", () => {

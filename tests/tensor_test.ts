@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { Tensor } from "../mod.ts";
+import { startCopy, Tensor } from "../mod.ts";
 
 Deno.test("Tensor.from() wraps host data without copying", () => {
   const data = new Float32Array([1, 2, 3, 4, 5, 6]);
@@ -132,8 +132,8 @@ Deno.test("a tensor over a buffer detached after Tensor.from() throws instead of
   const data = new Float32Array(4);
   const tensor = Tensor.from(data);
   data.buffer.transfer();
-  assert.throws(() => tensor.toTypedArray(), /buffer was detached after Tensor.from\(\)/);
-  assert.throws(() => tensor.ptr, /buffer was detached after Tensor.from\(\)/);
+  assert.throws(() => tensor.toTypedArray(), /buffer was detached after it was wrapped/);
+  assert.throws(() => tensor.ptr, /buffer was detached after it was wrapped/);
 });
 
 Deno.test("a tensor over a resizable buffer keeps its size: growth is ignored, shrinking throws", () => {
@@ -143,5 +143,32 @@ Deno.test("a tensor over a resizable buffer keeps its size: growth is ignored, s
   assert.equal(tensor.toTypedArray().length, 4);
   assert.equal(tensor.numel, 4);
   buffer.resize(8);
-  assert.throws(() => tensor.toTypedArray(), /buffer was shrunk after Tensor.from\(\)/);
+  assert.throws(
+    () => tensor.toTypedArray(),
+    /buffer was shrunk below the tensor's bytes after it was wrapped/,
+  );
+});
+
+Deno.test("a copy to the CPU of a length-tracking view keeps its shape while the buffer grows, and stays valid while its bytes exist", async () => {
+  const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
+  const leaf = new Float32Array(buffer); // no length: it tracks the buffer's
+  leaf.set([1, 2, 3, 4]);
+  const { boxes } = await startCopy({ boxes: leaf }, "cpu").get();
+  buffer.resize(64); // growth is no error
+  assert.deepEqual(boxes.shape, [4]);
+  assert.deepEqual([...boxes.toTypedArray()], [1, 2, 3, 4]);
+  assert.ok(boxes.ptr !== null);
+  // Copied on (the generic walk, then its compiled plan), it keeps the shape too.
+  for (let i = 0; i < 3; i++) {
+    const { again } = await startCopy({ again: boxes }, "cpu").get();
+    assert.deepEqual(again.shape, [4]);
+    assert.equal(again.toTypedArray().length, 4);
+  }
+  buffer.resize(8); // below its bytes: refused
+  assert.throws(() => boxes.toTypedArray(), /shrunk below the tensor's bytes/);
+  assert.throws(() => startCopy({ again: boxes }, "cpu"), TypeError);
+  buffer.resize(32); // its bytes exist again
+  assert.deepEqual([...boxes.toTypedArray()], [1, 2, 0, 0]);
+  buffer.transfer();
+  assert.throws(() => boxes.toTypedArray(), /detached/);
 });

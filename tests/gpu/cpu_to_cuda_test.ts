@@ -139,13 +139,17 @@ Deno.test({
 
 Deno.test({
   ...gpu,
-  name: "startCopy() returns a tensor already on the target as the same instance",
+  name: "startCopy() returns a tensor already on the target as a new Tensor over the same memory",
   async fn() {
     const [onDevice] = await startCopy([new Int32Array([1, 2])], "cuda:0").get();
     const handle = startCopy({ again: onDevice, fresh: new Int8Array(1) }, "cuda");
     const result = await handle.get();
-    assert.equal(result.again, onDevice);
-    disposeAll([onDevice, result]);
+    assert.notEqual(result.again, onDevice);
+    assert.equal(addressOf(result.again), addressOf(onDevice));
+    disposeAll(result);
+    assert.equal(onDevice.disposed, false);
+    assert.deepEqual(bytesOf(onDevice), bytesOf(new Int32Array([1, 2])));
+    onDevice.dispose();
   },
 });
 

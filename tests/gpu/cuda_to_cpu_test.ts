@@ -2,7 +2,14 @@ import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
-import { assertRoundTrip, everyDtype, flatten, hasGpu, randomArray } from "./_helpers.ts";
+import {
+  addressOf,
+  assertRoundTrip,
+  everyDtype,
+  flatten,
+  hasGpu,
+  randomArray,
+} from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
 
@@ -101,13 +108,16 @@ Deno.test({
 
 Deno.test({
   ...gpu,
-  name: "mixed CPU and CUDA inputs reach either target; tensors already there are reused",
+  name:
+    "mixed CPU and CUDA inputs reach either target; tensors already there are shared, not copied",
   async fn() {
     const [onDevice] = await startCopy([randomArray(Float32Array, 10, 41)], "cuda:0").get();
     const cpuTensor = Tensor.from(randomArray(Int16Array, 5, 42));
     const input = { onDevice, cpuTensor, raw: randomArray(Uint8Array, 7, 43), text: "x" };
     const toCpu = await startCopy(input, "cpu").get();
-    assert.equal(toCpu.cpuTensor, cpuTensor);
+    // A new Tensor over the same memory: the result owns its references.
+    assert.notEqual(toCpu.cpuTensor, cpuTensor);
+    assert.equal(toCpu.cpuTensor.toTypedArray(), cpuTensor.toTypedArray());
     assert.equal(toCpu.text, "x");
     assertRoundTrip(
       [onDevice, cpuTensor, input.raw],
@@ -115,13 +125,18 @@ Deno.test({
       "cpu",
     );
     const toGpu = await startCopy(input, "cuda:0").get();
-    assert.equal(toGpu.onDevice, onDevice);
+    assert.notEqual(toGpu.onDevice, onDevice);
+    assert.equal(addressOf(toGpu.onDevice), addressOf(onDevice));
     assertRoundTrip(
       [onDevice, cpuTensor, input.raw],
       [toGpu.onDevice, toGpu.cpuTensor, toGpu.raw],
       "cuda:0",
     );
-    disposeAll([toCpu.onDevice, toGpu.cpuTensor, toGpu.raw, onDevice]);
+    // Every result can be disposed: the inputs stay usable until disposed themselves.
+    disposeAll([toCpu, toGpu]);
+    assert.equal(onDevice.disposed, false);
+    assert.equal(cpuTensor.disposed, false);
+    disposeAll([onDevice, cpuTensor]);
   },
 });
 

@@ -1,7 +1,14 @@
 import assert from "node:assert/strict";
-import { deviceCount, disposeAll, startCopy } from "../../mod.ts";
+import { deviceCount, disposeAll, startCopy, type Tensor } from "../../mod.ts";
 import { closeStagingWorkers } from "../../src/staging/background.ts";
-import { assertRoundTrip, everyDtype, flatten, hasGpu, randomArray } from "./_helpers.ts";
+import {
+  addressOf,
+  assertRoundTrip,
+  everyDtype,
+  flatten,
+  hasGpu,
+  randomArray,
+} from "./_helpers.ts";
 
 Deno.test({
   ignore: !hasGpu || deviceCount() < 2,
@@ -28,12 +35,19 @@ Deno.test({
       const handle = startCopy(mixed, device);
       const out = await handle.get();
       assertRoundTrip([input, input], [out.zero, out.one], device);
-      // Leaves already on the target come back as the same instances.
+      // Leaves already on the target come back as new tensors over the same memory.
       const same = device === "cuda:0" ? [out.zero, first] : [out.one, second];
       if (device !== "cpu") {
-        flatten(same[0]).forEach((leaf, i) => assert.equal(leaf, flatten(same[1])[i]));
+        flatten(same[0]).forEach((leaf, i) => {
+          const input = flatten(same[1])[i] as Tensor;
+          assert.notEqual(leaf, input);
+          assert.equal(
+            (leaf as Tensor).ptr === null ? 0 : addressOf(leaf as Tensor),
+            input.ptr === null ? 0 : addressOf(input),
+          );
+        });
       }
-      disposeAll(device === "cuda:0" ? out.one : device === "cuda:1" ? out.zero : out);
+      disposeAll(out);
     }
     disposeAll([first, second, back]);
     await closeStagingWorkers();

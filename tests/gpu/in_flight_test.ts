@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, type Tensor } from "../../mod.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { bytesOf, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
 
@@ -81,6 +82,7 @@ Deno.test({
     "1000 copies in flight in mixed directions (CPU→CUDA, CUDA→CPU, same device) land bit-exactly",
   async fn() {
     // Sources on the GPU for the CUDA→CPU and CUDA→CUDA copies.
+    const deviceBase = devicePool(0).stats().inUseBytes;
     const onDeviceInputs = Array.from({ length: 8 }, (_, k) => batch(500 + k));
     const onDevice = await Promise.all(onDeviceInputs.map((b) => startCopy(b, "cuda:0").get()));
     const pinnedBase = pinnedPool.stats().inUseBytes;
@@ -95,8 +97,9 @@ Deno.test({
         } else if (kind === 1) {
           started.push({ handle: startCopy(onDevice[k], "cpu"), expected: onDeviceInputs[k] });
         } else if (kind === 2) {
-          // CUDA→same CUDA device returns the same tensors (a one-GPU machine
-          // has no other device); CUDA→other CUDA is in cuda_to_cuda_test.ts.
+          // CUDA→same CUDA device returns new tensors over the same memory (a
+          // one-GPU machine has no other device); CUDA→other CUDA is in
+          // cuda_to_cuda_test.ts.
           started.push({ handle: startCopy(onDevice[k], "cuda:0"), expected: onDeviceInputs[k] });
         } else {
           const input = batch(1000 + i);
@@ -108,9 +111,8 @@ Deno.test({
     // A first wave fills the pinned pool: each new pinned block costs
     // milliseconds (cuMemHostAlloc), so a cold start of 1000 copies takes
     // seconds. The second wave reuses the blocks and is checked in flight.
-    disposeAll(
-      (await Promise.all(startAll().map((s) => s.handle.get()))).filter((_, i) => i % 4 < 2),
-    );
+    // Results own their tensors: disposing every one leaves the inputs.
+    disposeAll(await Promise.all(startAll().map((s) => s.handle.get())));
     const held = performance.now();
     delayStream(0, 5 * GATE_US);
     const started = startAll();
@@ -132,8 +134,9 @@ Deno.test({
         assert.deepEqual(bytesOf(result[j]), bytesOf(expected[j]), `copy ${i}, tensor ${j}`);
       }
     }
-    disposeAll(results.filter((_, i) => i % 4 === 0 || i % 4 === 1));
+    disposeAll(results);
     disposeAll(onDevice);
     assert.equal(pinnedPool.stats().inUseBytes, pinnedBase);
+    assert.equal(devicePool(0).stats().inUseBytes, deviceBase);
   },
 });
