@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "67c00fd1a4490fe960f4f35f48e08806db5463725150b3fad7107046a9ef0769";
+export const SHIM_SOURCE_HASH = "f4ad0f67403450380c8d1534f5f8f68876b0e6ae2ab56e448d6105da0e737606";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 124904,
-    sha256: "4cbb48e443e2d8aad41c7148d075d61656a6a2108e494f137762bb0c19108125",
+    bytes: 137320,
+    sha256: "1f3f7a4a51673943e53ab963f007d70e09d0df18a027bcfd992183190b7aa36a",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 133040,
-    sha256: "01b846cbf947029017327e48a9f7327aafcbf883c1cb8b403c27b9c552ff71c9",
+    bytes: 133168,
+    sha256: "cafa4d24929103aa5693848adc720ec463e34d708cf9b787fcf272e3161a9a5d",
   },
 };
