@@ -1,8 +1,8 @@
 /**
  * What Workers that end leave behind: the main thread runs N Workers in
  * turn; each copies a pageable array (256 MiB by default) to cuda:0, awaits
- * it, disposes the result and ends (terminated by the main thread, as a
- * data loader's pool would). After each Worker the process's device memory
+ * it, disposes the result (or, given `drop`, keeps it) and ends (terminated
+ * by the main thread, as a data loader's pool would). After each Worker the process's device memory
  * in use (the driver's `cuMemGetInfo`, through the test aids), its resident
  * memory (pinned memory is resident), the shim's allocation counters and,
  * where the library reports them, the pinned bytes the process holds are
@@ -10,7 +10,7 @@
  * against older versions of the library.
  *
  * Run: `deno task build && MTC_SHIM_PATH=native/build/libmtc_testaid.so deno run --allow-ffi
- * --allow-read --allow-env bench/workers_memory.ts [workers] [MiB per Worker]`
+ * --allow-read --allow-env bench/workers_memory.ts [workers] [MiB per Worker] [drop]`
  * (needs a GPU).
  *
  * @module
@@ -26,18 +26,19 @@ if (deviceCount() === 0 || !testAids) {
 const workers = Number(Deno.args[0] ?? 6);
 const MiB = 2 ** 20;
 const bytes = Number(Deno.args[1] ?? 256) * MiB;
+const dispose = Deno.args[2] !== "drop";
 
 // The Worker's code: imports the library from this checkout.
 const source = `
   import { disposeAll, memoryStats, startCopy } from ${
   JSON.stringify(new URL("../mod.ts", import.meta.url).href)
 };
-  self.onmessage = async ({ data: bytes }) => {
+  self.onmessage = async ({ data: { bytes, dispose } }) => {
     const input = new Uint8Array(bytes);
     input.fill(7);
     const output = await startCopy([input], "cuda:0").get();
     const stats = memoryStats();
-    disposeAll(output);
+    if (dispose) disposeAll(output);
     self.postMessage({
       pinned: stats.pinned.reservedBytes + stats.outsidePools.stagingBytes,
       device: stats.devices["cuda:0"]?.reservedBytes ?? 0,
@@ -65,7 +66,10 @@ function processPinned(): number | undefined {
 }
 
 const before = { device: deviceUsed(), rss: Deno.memoryUsage().rss, counters: testAids.counters() };
-console.log(`${workers} Workers in turn, each copies ${mib(bytes)} to cuda:0, disposes, ends`);
+console.log(
+  `${workers} Workers in turn, each copies ${mib(bytes)} to cuda:0, ` +
+    `${dispose ? "disposes the result" : "keeps the result"}, ends`,
+);
 let workersPinned = 0;
 for (let k = 1; k <= workers; k++) {
   const worker = new Worker(url, { type: "module" });
@@ -75,7 +79,7 @@ for (let k = 1; k <= workers; k++) {
       event.preventDefault();
       reject(new Error(event.message));
     };
-    worker.postMessage(bytes);
+    worker.postMessage({ bytes, dispose });
   });
   worker.terminate();
   // The Worker's thread ends a little after terminate() returns.
