@@ -38,6 +38,8 @@ export { releaseCachedMemory } from "./src/memory/release.ts";
 export { memoryStats } from "./src/memory/stats.ts";
 export type { MemoryStats, PoolMemoryStats } from "./src/memory/stats.ts";
 export { setMemoryLimits } from "./src/memory/limits.ts";
+export { MemoryLimitError } from "./src/memory/limit_error.ts";
+export type { MemoryLimitErrorOptions } from "./src/memory/limit_error.ts";
 export { HostArena, hostArena } from "./src/memory/host_arena.ts";
 export type { ArrayClass } from "./src/memory/host_arena.ts";
 export type { MemoryLimits } from "./src/memory/limits.ts";

@@ -19,7 +19,7 @@ if grep -rnE '\.symbols\b' mod.ts src/ ffi/ | grep -vE '^ffi/(native|library|tes
   echo "boundary: only ffi/native.ts and ffi/test_aids.ts may read the symbol table" >&2
   fail=1
 fi
-if find . -path ./native -prune -o -path ./.git -prune -o -path ./.gpu -prune -o \
+if find . -path ./native -prune -o -path ./.git -prune -o -path ./.gpu -prune -o -path ./.wt -prune -o \
   \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cpp' \) -print | grep .; then
   echo "boundary: C/CUDA sources belong in native/" >&2
   fail=1

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "7cbc5efa0657079ff929316160c71b766cda73354f97961709d1fbf4fbeec358";
+export const SHIM_SOURCE_HASH = "e890bde72009523551c39f3e35c1ee570bb18b72e9f560a2d1a17e2050196490";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 133096,
-    sha256: "7d6e6a6e4c82c8381743b7ddf67e792b2130847710323af0dbdab29e465eb7f8",
+    bytes: 141416,
+    sha256: "a4f603506d32736917a7a52c4f63bcd21a06553a1e74deef5dc7330fcea80df6",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 133040,
-    sha256: "c4af3253af507f4be7911a267450accdc4f34ec182f9a15c27728e7c2e632fb7",
+    bytes: 198704,
+    sha256: "2897349f8ac8c7a50f9f1614a9cf9c612dce4e52c1106489bd9520cddefbd595",
   },
 };

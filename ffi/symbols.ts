@@ -133,6 +133,36 @@ export const symbols = {
   // int32_t mtc_launch(int32_t device, addr_t function, addr_t stream, addr_t event_or_0,
   //                    const uint8_t* config): config = 8 x uint32 header, then the arguments
   mtc_launch: { parameters: ["i32", "f64", "f64", "f64", "buffer"], result: "i32" },
+
+  // Process-wide caches (native/process_cache.c): kinds are -1 (pinned) or a device index.
+  // int32_t mtc_isolate_attach(double* out_id)
+  mtc_isolate_attach: { parameters: ["buffer"], result: "i32" },
+  // int32_t mtc_isolate_end(int32_t id, double timeout_ms): 0, or 1 when staging did not stop
+  mtc_isolate_end: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_block_take(int32_t kind, int32_t isolate, double size, double out[2]): [id or -1, address]
+  mtc_block_take: { parameters: ["i32", "i32", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_block_adopt(int32_t kind, int32_t isolate, addr_t address, double size, double* out_id)
+  mtc_block_adopt: { parameters: ["i32", "i32", "f64", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_block_give(int32_t id, double max_cached_bytes)
+  mtc_block_give: { parameters: ["i32", "f64"], result: "i32" },
+  // int32_t mtc_block_free(int32_t id)
+  mtc_block_free: { parameters: ["i32"], result: "i32" },
+  // int32_t mtc_cache_trim(int32_t kind_or_minus2, double older_than_ms, double out[2]): [freed, next ms or -1]
+  mtc_cache_trim: { parameters: ["i32", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_cache_counters(double out[2]): [address, count] of the shared counters
+  mtc_cache_counters: { parameters: ["buffer"], result: "i32" },
+  // int32_t mtc_cache_request_flush(void)
+  mtc_cache_request_flush: { parameters: [], result: "i32" },
+  // int32_t mtc_event_take(int32_t device, int32_t isolate, double out[2]): [handle, id]
+  mtc_event_take: { parameters: ["i32", "i32", "buffer"], result: "i32" },
+  // int32_t mtc_event_give(int32_t id)
+  mtc_event_give: { parameters: ["i32"], result: "i32" },
+  // int32_t mtc_stager_take(int32_t device, int32_t isolate, int32_t slots, double slot_bytes, double* out)
+  mtc_stager_take: { parameters: ["i32", "i32", "i32", "f64", "buffer"], result: "i32" },
+  // int32_t mtc_stager_give(addr_t stager)
+  mtc_stager_give: { parameters: ["f64"], result: "i32" },
+  // int32_t mtc_stagers_trim(double older_than_ms, double out[2]): [freed, next ms or -1]
+  mtc_stagers_trim: { parameters: ["f64", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**

@@ -9,9 +9,10 @@
 # 3000 (every CUDA call is much slower under the tools) and does not bound
 # RSS (the tools' shadow memory grows it); the two tests that make a device
 # allocation fail on purpose (out of memory, an absurd size) are skipped
-# (MTC_UNDER_SANITIZER=1), since the tools report those calls, rightly, and
-# so is the test that terminates a Worker with copies in flight (its pools
-# are never freed: Deno fires no unload in a Worker).
+# (MTC_UNDER_SANITIZER=1), since the tools report those calls, rightly.
+# The tests that end Workers run too: what an ended Worker held comes back
+# to the shim's process-wide caches when its thread ends, and the exit
+# handler frees those.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sanitizer="${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer"

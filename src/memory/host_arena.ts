@@ -63,16 +63,42 @@ export function arenaMemory(): { arenas: number; bytes: number } {
 
 function free({ address, buffer }: Owned, bytes: number): void {
   unregisterArena(buffer);
-  buffer.transfer(0); // every view becomes empty before the memory goes
+  // Every view becomes empty before the memory goes. A buffer the user
+  // detached (`transfer()`, or posted to a Worker) has nothing left to
+  // detach here, and the memory must go all the same.
+  if (!buffer.detached) buffer.transfer(0);
   if (address === 0) return;
-  hostFree(address);
   pinnedArenas--;
   pinnedArenaBytes -= bytes;
+  hostFree(address);
 }
+
+/** The element sizes of TypedArray classes. */
+const ELEMENT_SIZES: ReadonlySet<unknown> = new Set([1, 2, 4, 8]);
+
+function className(cls: unknown): string {
+  if (typeof cls === "function") return cls.name ? `class ${cls.name}` : "an anonymous class";
+  return cls === null ? "null" : typeof cls;
+}
+
+// Set by HostArena's static block: the constructor is not the users' to call.
+let construct: (bytes: number) => HostArena;
+const CONSTRUCT = Symbol("HostArena");
 
 /**
  * Pinned host memory that typed views are carved from, front to back. Made
- * by {@linkcode hostArena}; see there.
+ * by {@linkcode hostArena} (the class cannot be constructed directly: `new
+ * HostArena()` throws a `TypeError`); see there.
+ *
+ * @example Views carved front to back
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { HostArena, hostArena } from "@mtc/core";
+ * using arena = hostArena(1024);
+ * assert.ok(arena instanceof HostArena);
+ * assert.equal(arena.float32(4).byteOffset, 0);
+ * assert.equal(arena.int64(2).byteOffset, 16);
+ * ```
  */
 export class HostArena {
   readonly #owned: Owned;
@@ -83,8 +109,14 @@ export class HostArena {
   readonly #copies = { inFlight: 0 };
   #disposed = false;
 
-  /** Use {@linkcode hostArena}. */
-  constructor(bytes: number) {
+  static {
+    construct = (bytes) => new HostArena(CONSTRUCT, bytes);
+  }
+
+  private constructor(key: symbol, bytes: number) {
+    if (key !== CONSTRUCT) {
+      throw new TypeError("Cannot construct a HostArena directly: use hostArena(bytes)");
+    }
     if (!Number.isSafeInteger(bytes) || bytes < 1) {
       throw new RangeError(`hostArena: bytes must be a whole number >= 1, got ${bytes}`);
     }
@@ -190,23 +222,45 @@ export class HostArena {
    * `length` elements of TypedArray class `cls`, zero-filled only if the
    * memory was never handed out before (after `reset()` it holds old bytes).
    *
+   * @throws {TypeError} for a class that is not a TypedArray class (its
+   * `BYTES_PER_ELEMENT` is not 1, 2, 4 or 8, as for `DataView`), or that
+   * made something other than a view of `length` elements at the offset
    * @throws {RangeError} when the arena has no room left, naming the sizes
    */
   array<A extends ArrayBufferView>(cls: ArrayClass<A>, length: number): A {
     if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
+    const size = typeof cls === "function" ? cls.BYTES_PER_ELEMENT : undefined;
+    if (!ELEMENT_SIZES.has(size)) {
+      throw new TypeError(
+        `Invalid hostArena class: expected a TypedArray class (BYTES_PER_ELEMENT 1, 2, 4 or 8), ` +
+          `got ${className(cls)}`,
+      );
+    }
     if (!Number.isSafeInteger(length) || length < 0) {
       throw new RangeError(`hostArena: length must be a whole number >= 0, got ${length}`);
     }
+    const bytes = length * (size as number);
     const offset = Math.ceil(this.#used / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
-    const end = offset + length * cls.BYTES_PER_ELEMENT;
+    const end = offset + bytes;
     if (end > this.#bytes) {
       throw new RangeError(
-        `hostArena: ${length * cls.BYTES_PER_ELEMENT} more bytes do not fit (${this.#used} of ` +
+        `hostArena: ${bytes} more bytes do not fit (${this.#used} of ` +
           `${this.#bytes} used); make the arena larger or reset() it`,
       );
     }
+    const view = new cls(this.#owned.buffer, offset, length);
+    // Handed out only once it is what it claims: a view of exactly those bytes.
+    if (
+      !ArrayBuffer.isView(view) || view.buffer !== this.#owned.buffer ||
+      view.byteOffset !== offset || view.byteLength !== bytes
+    ) {
+      throw new TypeError(
+        `Invalid hostArena class: expected a TypedArray class, got ${className(cls)}, ` +
+          `which made something else than a view of ${length} elements`,
+      );
+    }
     this.#used = end;
-    return new cls(this.#owned.buffer, offset, length);
+    return view;
   }
 
   /**
@@ -224,7 +278,10 @@ export class HostArena {
   /**
    * Frees the pinned memory now; every view of it becomes empty. Without
    * it, a finalizer frees the memory once the arena and all its views are
-   * unreachable, as a fallback.
+   * unreachable, as a fallback. The memory is freed even when a view's
+   * buffer was detached (`transfer()`, or posted to a Worker); a buffer
+   * moved that way still points at it, so such a buffer must not be used
+   * after `dispose()`.
    *
    * @throws {Error} while a copy in flight reads the arena
    */
@@ -268,16 +325,17 @@ export class HostArena {
  *
  * @example Build a batch in pinned memory and send it without packing
  * ```ts
+ * import assert from "node:assert/strict";
  * import { deviceCount, disposeAll, hostArena, startCopy } from "@mtc/core";
  * using arena = hostArena(1 << 20);
  * const boxes = arena.float32(4 * 8);
  * const ids = arena.int64(8);
  * boxes.fill(0.5);
  * const onDevice = await startCopy({ boxes, ids }, deviceCount() > 0 ? "cuda:0" : "cpu").get();
- * console.assert(onDevice.boxes.numel === 32);
+ * assert.equal(onDevice.boxes.numel, 32);
  * disposeAll(onDevice);
  * ```
  */
 export function hostArena(bytes: number): HostArena {
-  return new HostArena(bytes);
+  return construct(bytes);
 }

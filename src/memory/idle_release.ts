@@ -1,53 +1,60 @@
 /**
- * Idle memory goes back to CUDA: once a pool has not been used for
- * `idleReleaseMs`, its cached blocks are freed; so are the background
- * stagers' slots once no stager was used for that long. One timer at most, started
- * by a release and unref'd, so it never keeps a process alive; a training
- * loop that copies every few milliseconds never sees it fire.
+ * Idle memory goes back to CUDA: the idle blocks a pool keeps for itself
+ * are freed once the pool has not been used for `idleReleaseMs` (between
+ * one and two periods: each tick frees the fronts of the pools whose use
+ * count stood still since the previous one, so that using a pool costs no
+ * clock read), and whatever has been idle that long in the process-wide
+ * caches (blocks of every kind, background stagers: the shim ages them) is
+ * freed too. One timer at most, started by a release and unref'd, so it
+ * never keeps a process alive; a training loop that copies every few
+ * milliseconds frees nothing.
  *
  * @module
  */
 
 import type { BlockPool } from "./block_pool.ts";
-import { devicePool, devicePoolIndices, devicePools, trimDevicePool } from "./device_memory.ts";
+import { devicePool, devicePoolIndices, devicePools } from "./device_memory.ts";
 import { memoryLimits, onLimitsChanged } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
+import { processCacheIdle, trimProcessCaches } from "./process_cache.ts";
 import { onMemoryReleased } from "./released.ts";
-import { idleStagers, releaseIdleStagers } from "../staging/background.ts";
 
 let timer: ReturnType<typeof setTimeout> | undefined;
+// Each pool's use count at the last tick.
+const usesAtTick = new WeakMap<BlockPool, number>();
 
 function pools(): BlockPool[] {
   return [pinnedPool, ...devicePools()];
+}
+
+function arm(delayMs: number): void {
+  timer = setTimeout(releaseIdle, Math.max(0, delayMs));
+  Deno.unrefTimer(timer);
 }
 
 function schedule(): void {
   if (timer !== undefined) return;
   const idleMs = memoryLimits().idleReleaseMs;
   if (!Number.isFinite(idleMs)) return;
-  let due = Infinity;
-  for (const pool of pools()) {
-    if (pool.cachedBytes > 0) due = Math.min(due, pool.lastUse + idleMs);
-  }
-  const stagers = idleStagers();
-  if (stagers.bytes > 0) due = Math.min(due, stagers.lastUse + idleMs);
-  if (due === Infinity) return;
-  timer = setTimeout(releaseIdle, Math.max(0, due - performance.now()));
-  Deno.unrefTimer(timer);
+  if (pools().some((pool) => pool.frontBytes > 0) || processCacheIdle()) arm(idleMs);
 }
 
 function releaseIdle(): void {
   timer = undefined;
   const idleMs = memoryLimits().idleReleaseMs;
-  const now = performance.now();
-  const idle = (pool: BlockPool) => pool.cachedBytes > 0 && now - pool.lastUse >= idleMs;
-  if (idle(pinnedPool)) pinnedPool.trim();
-  for (const device of devicePoolIndices()) {
-    if (idle(devicePool(device))) trimDevicePool(device);
+  if (!Number.isFinite(idleMs)) return;
+  let next = Infinity;
+  for (const pool of pools()) {
+    if (pool.frontBytes === 0) continue;
+    if (usesAtTick.get(pool) === pool.uses) {
+      pool.trimFront();
+    } else {
+      usesAtTick.set(pool, pool.uses);
+      next = idleMs;
+    }
   }
-  const stagers = idleStagers();
-  if (stagers.bytes > 0 && now - stagers.lastUse >= idleMs) releaseIdleStagers();
-  schedule();
+  next = Math.min(next, trimProcessCaches(idleMs).nextMs);
+  if (next < Infinity) arm(next);
 }
 
 onMemoryReleased(schedule);
@@ -58,7 +65,8 @@ onLimitsChanged(() => {
   const { pinnedBytes, deviceBytes } = memoryLimits();
   if (pinnedPool.reservedBytes > pinnedBytes) pinnedPool.trim();
   for (const device of devicePoolIndices()) {
-    if (devicePool(device).reservedBytes > deviceBytes) trimDevicePool(device);
+    const pool = devicePool(device);
+    if (pool.reservedBytes > deviceBytes) pool.trim();
   }
   schedule();
 });

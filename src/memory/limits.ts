@@ -40,25 +40,30 @@ export const DEFAULT_MEMORY_LIMITS: Readonly<MemoryLimits> = Object.freeze({
   waitMs: 60_000,
 });
 
-const ENVIRONMENT: Record<keyof MemoryLimits, string> = {
-  pinnedBytes: "MTC_PINNED_LIMIT",
-  deviceBytes: "MTC_DEVICE_LIMIT",
-  idleReleaseMs: "MTC_IDLE_RELEASE_MS",
-  waitMs: "MTC_MEMORY_WAIT_MS",
-};
+// Null prototype: only these own keys are limits ("toString" is not one).
+const ENVIRONMENT: Readonly<Record<keyof MemoryLimits, string>> = Object.freeze(
+  Object.assign(Object.create(null), {
+    pinnedBytes: "MTC_PINNED_LIMIT",
+    deviceBytes: "MTC_DEVICE_LIMIT",
+    idleReleaseMs: "MTC_IDLE_RELEASE_MS",
+    waitMs: "MTC_MEMORY_WAIT_MS",
+  }),
+);
 
-const UNITS: Record<string, number> = {
-  "": 1,
-  k: 1e3,
-  kb: 1e3,
-  kib: 1024,
-  m: 1e6,
-  mb: 1e6,
-  mib: 1024 ** 2,
-  g: 1e9,
-  gb: 1e9,
-  gib: GiB,
-};
+const UNITS: Readonly<Record<string, number>> = Object.freeze(
+  Object.assign(Object.create(null), {
+    "": 1,
+    k: 1e3,
+    kb: 1e3,
+    kib: 1024,
+    m: 1e6,
+    mb: 1e6,
+    mib: 1024 ** 2,
+    g: 1e9,
+    gb: 1e9,
+    gib: GiB,
+  }),
+);
 
 /**
  * Parses a limit from the environment: a number of bytes or milliseconds,
@@ -69,7 +74,7 @@ export function parseLimit(text: string, name: string): number {
   const unit = match ? UNITS[match[2].toLowerCase()] : undefined;
   if (!match || unit === undefined) {
     throw new TypeError(
-      `${name}="${text}" is not a limit (a number, optionally with a unit: KiB, MiB, GiB)`,
+      `Invalid ${name}="${text}": expected a number, optionally with a unit (KiB, MiB, GiB), or Infinity`,
     );
   }
   const value = match[1].toLowerCase() === "infinity"
@@ -78,31 +83,62 @@ export function parseLimit(text: string, name: string): number {
   return checkLimit(value, name);
 }
 
+function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (value === null) return "null";
+  if (typeof value === "object" || typeof value === "function") return `a ${typeof value}`;
+  return String(value);
+}
+
 function checkLimit(value: unknown, name: string): number {
   if (typeof value !== "number" || Number.isNaN(value)) {
-    throw new TypeError(`${name} must be a number, got ${String(value)}`);
+    throw new TypeError(`Invalid ${name}: expected a number, got ${describe(value)}`);
   }
   if (value < 0 || (Number.isFinite(value) && !Number.isInteger(value))) {
-    throw new RangeError(`${name} must be a whole number >= 0 or Infinity, got ${value}`);
+    throw new RangeError(`Invalid ${name}: expected a whole number >= 0 or Infinity, got ${value}`);
   }
   return value;
 }
+
+let current: MemoryLimits | undefined;
+// The errors of malformed variables, by limit, until setMemoryLimits sets
+// it; and the first of them.
+const environmentErrors = new Map<keyof MemoryLimits, Error>();
+let environmentError: Error | undefined;
+const listeners: (() => void)[] = [];
 
 function fromEnvironment(): MemoryLimits {
   const limits = { ...DEFAULT_MEMORY_LIMITS };
   for (const key of Object.keys(ENVIRONMENT) as (keyof MemoryLimits)[]) {
     const text = grantedEnv(ENVIRONMENT[key]);
-    if (text !== undefined && text !== "") limits[key] = parseLimit(text, ENVIRONMENT[key]);
+    if (text === undefined || text === "") continue;
+    try {
+      limits[key] = parseLimit(text, ENVIRONMENT[key]);
+    } catch (error) {
+      environmentErrors.set(key, error as Error);
+      environmentError ??= error as Error;
+    }
   }
   return limits;
 }
 
-let current: MemoryLimits | undefined;
-const listeners: (() => void)[] = [];
-
-/** The limits in force (environment read on first use). */
+/**
+ * The limits in force (environment read on first use). Never throws: a
+ * limit whose variable is malformed reads as its default here, and
+ * {@linkcode memoryLimitsError} says why copies fail.
+ */
 export function memoryLimits(): Readonly<MemoryLimits> {
   return current ??= fromEnvironment();
+}
+
+/**
+ * The error of a malformed `MTC_*` variable that no `setMemoryLimits` call
+ * has overridden yet, or undefined. Copies throw it, so that a typo in a
+ * variable never goes unnoticed.
+ */
+export function memoryLimitsError(): Error | undefined {
+  memoryLimits();
+  return environmentError;
 }
 
 /** Calls `listener` whenever the limits change (pools wake waiting copies). */
@@ -117,34 +153,50 @@ export function onLimitsChanged(listener: () => void): void {
  * copies wait for it. Raising one lets waiting copies start.
  *
  * A copy that needs more than a limit can ever give (more than the limit
- * itself) rejects its `get()` at once; one that would fit once memory comes
- * back waits up to `waitMs` for it, then rejects with an `Error` that names
- * the limit.
+ * itself) rejects its `get()` at once, with a {@linkcode MemoryLimitError};
+ * so does a copy waiting for memory when a limit is lowered below its need.
+ * One that would fit once memory comes back waits up to `waitMs` for it,
+ * then rejects with a `MemoryLimitError` too.
  *
- * @param limits the limits to change
+ * The limits are this isolate's: the main thread and each Worker set their
+ * own. A limit given here overrides its environment variable, even a
+ * malformed one (which otherwise makes every copy throw its error).
+ *
+ * @param limits the limits to change (own properties only)
  * @returns the limits in force afterwards
- * @throws {TypeError} for a limit that is not a number
+ * @throws {TypeError} for a name that is not a limit, or a limit that is not a number
  * @throws {RangeError} for a negative or fractional limit
  *
  * @example A process that shares its GPU
  * ```ts
+ * import assert from "node:assert/strict";
  * import { setMemoryLimits } from "@mtc/core";
  * const before = setMemoryLimits({});
  * const limits = setMemoryLimits({ deviceBytes: 2 * 1024 ** 3, idleReleaseMs: 1000 });
- * console.assert(limits.deviceBytes === 2 * 1024 ** 3);
+ * assert.equal(limits.deviceBytes, 2 * 1024 ** 3);
  * setMemoryLimits(before);
  * ```
  */
 export function setMemoryLimits(limits: Partial<MemoryLimits>): MemoryLimits {
   if (typeof limits !== "object" || limits === null) {
-    throw new TypeError(`setMemoryLimits: expected an object, got ${String(limits)}`);
+    throw new TypeError(`Invalid limits: expected an object, got ${describe(limits)}`);
   }
   const next = { ...memoryLimits() };
+  const given: (keyof MemoryLimits)[] = [];
   for (const key of Object.keys(limits) as (keyof MemoryLimits)[]) {
-    if (!(key in ENVIRONMENT)) throw new TypeError(`setMemoryLimits: unknown limit "${key}"`);
-    if (limits[key] !== undefined) next[key] = checkLimit(limits[key], key);
+    if (!Object.hasOwn(ENVIRONMENT, key)) {
+      throw new TypeError(
+        `Invalid memory limit "${key}": expected one of ${Object.keys(ENVIRONMENT).join(", ")}`,
+      );
+    }
+    const value = limits[key];
+    if (value === undefined) continue;
+    next[key] = checkLimit(value, key);
+    given.push(key);
   }
   current = next;
+  for (const key of given) environmentErrors.delete(key);
+  environmentError = environmentErrors.values().next().value;
   for (const listener of listeners) listener();
   return { ...next };
 }

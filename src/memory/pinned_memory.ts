@@ -1,19 +1,22 @@
 /**
- * The process-wide pool of pinned (page-locked) host memory, and cached JS
+ * This isolate's pool of pinned (page-locked) host memory, and cached JS
  * views of its blocks.
  *
  * Each pinned block is mapped into JS once (`getArrayBuffer` costs about a
  * microsecond); typed views of it are cached per TypedArray class so that
- * staging a tensor is one `view.set(src, offset)`, a memcpy. When a block is
- * freed its ArrayBuffer is detached first, so no JS view can reach freed
- * memory.
+ * staging a tensor is one `view.set(src, offset)`, a memcpy. Views belong
+ * to this isolate, so idle blocks with views stay in the pool's small front
+ * ({@linkcode PINNED_FRONT_BYTES}); a block that leaves it for the
+ * process-wide cache, or is freed, has its ArrayBuffer detached first, so
+ * no JS view can reach memory another isolate reuses or frees.
  *
  * @module
  */
 
-import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import { blockFree, hostAlloc, hostArrayBuffer, hostFree, PINNED_KIND } from "../../ffi/native.ts";
 import { type Block, BlockPool } from "./block_pool.ts";
 import { memoryLimits } from "./limits.ts";
+import { sharedCache } from "./process_cache.ts";
 import { memoryReleased } from "./released.ts";
 import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
 
@@ -22,20 +25,36 @@ interface PinnedCache {
   views: Map<unknown, TypedArray>;
 }
 
+/**
+ * Idle pinned bytes the pool keeps with their views for this isolate (the
+ * rest goes to the process-wide cache): a steady loop's staging blocks and
+ * gather tables, reused with no call and no new view.
+ */
+export const PINNED_FRONT_BYTES = 64 * 1024 * 1024;
+
+// Every view of the block becomes length 0. A buffer the user detached
+// (`transfer()` of a result's view) has nothing left to detach.
+function unmap(block: Block): void {
+  const cache = block.cache as PinnedCache | undefined;
+  if (cache && !cache.buffer.detached) cache.buffer.transfer(0);
+  block.cache = undefined;
+}
+
 /** The pinned host memory pool. */
 export const pinnedPool: BlockPool = new BlockPool({
   alloc: hostAlloc,
   free(block: Block): void {
-    const cache = block.cache as PinnedCache | undefined;
-    // Detach before freeing: every view of the block becomes length 0.
-    if (cache) cache.buffer.transfer(0);
-    block.cache = undefined;
-    hostFree(block.address);
+    unmap(block);
+    if (block.id !== undefined) blockFree(block.id);
+    else hostFree(block.address);
   },
+  unmap,
 }, {
   minBlockBytes: 64 * 1024,
   limitBytes: () => memoryLimits().pinnedBytes,
   onRelease: memoryReleased,
+  shared: sharedCache(PINNED_KIND),
+  frontBytes: PINNED_FRONT_BYTES,
 });
 
 function cacheOf(block: Block): PinnedCache {

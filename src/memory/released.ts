@@ -1,9 +1,9 @@
 /**
- * A signal raised whenever a pool gets memory back; the idle-release timer
- * starts on it. (Copies waiting for memory poll instead: a release can
- * happen in the middle of another copy's bookkeeping, where starting a copy
- * would not be safe.) A module of its own so that the pools need not import
- * the timer, which imports them.
+ * A signal raised whenever a pool gets memory back: the idle-release timer
+ * starts on it, and copies waiting for memory are woken (on a macrotask: a
+ * release can happen in the middle of another copy's bookkeeping, where
+ * starting a copy would not be safe). A module of its own so that the pools
+ * need not import the timer and the admission queue, which import them.
  *
  * @module
  */

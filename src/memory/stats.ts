@@ -7,6 +7,7 @@
 import { deviceName } from "../device.ts";
 import type { BlockPoolStats } from "./block_pool.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
+import { devicesWithProcessMemory } from "./process_cache.ts";
 import { stagingMemory } from "../staging/background.ts";
 import { arenaMemory } from "./host_arena.ts";
 import { type MemoryLimits, memoryLimits } from "./limits.ts";
@@ -16,10 +17,18 @@ import { pinnedPool } from "./pinned_memory.ts";
 export interface PoolMemoryStats {
   /** Held from CUDA: in use plus cached. */
   reservedBytes: number;
-  /** Held by live tensors and copies in flight. */
+  /** Held by this isolate's live tensors and copies in flight. */
   inUseBytes: number;
-  /** Idle, kept for reuse (`releaseCachedMemory()` frees it). */
+  /**
+   * Idle, kept for reuse by any isolate of the process (`releaseCachedMemory()`
+   * frees it).
+   */
   cachedBytes: number;
+  /**
+   * Held from CUDA by every isolate of the process together (the main thread
+   * and each Worker): in use anywhere, plus cached.
+   */
+  processBytes: number;
   /** The most ever held at once. */
   peakReservedBytes: number;
   /** Allocations from CUDA so far (0 per copy in a steady loop). */
@@ -34,7 +43,10 @@ export interface PoolMemoryStats {
 export interface MemoryStats {
   /** The pinned host memory pool (staging, packed chunks, GPU→CPU outputs). */
   pinned: PoolMemoryStats;
-  /** One device memory pool per device used so far, by device name (`"cuda:0"`). */
+  /**
+   * One device memory pool per device used so far (by this isolate, or
+   * holding memory of any isolate), by device name (`"cuda:0"`).
+   */
   devices: Record<string, PoolMemoryStats>;
   /** Pinned host memory outside the pools, and so outside their limits. */
   outsidePools: {
@@ -42,7 +54,10 @@ export interface MemoryStats {
     arenas: number;
     /** Their bytes. */
     arenaBytes: number;
-    /** Background stagers (each holds its slots while it lives; idle ones go back with the pools' idle memory). */
+    /**
+     * Background stagers of the process (each holds its slots while it lives;
+     * idle ones go back with the pools' idle memory, and any isolate reuses them).
+     */
     stagers: number;
     /** Their pinned slots' bytes. */
     stagingBytes: number;
@@ -56,6 +71,7 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
     reservedBytes: stats.reservedBytes,
     inUseBytes: stats.inUseBytes,
     cachedBytes: stats.reservedBytes - stats.inUseBytes,
+    processBytes: stats.processBytes,
     peakReservedBytes: stats.peakReservedBytes,
     allocations: stats.misses,
     reuses: stats.hits,
@@ -67,6 +83,8 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
  * The pinned and device memory the library holds now: in use, cached for
  * reuse, the peak, how many allocations it took, and the limits. A steady
  * training loop shows `allocations` standing still and `reservedBytes` flat.
+ * Counts are this isolate's (the main thread, or one Worker), except what is
+ * idle, which every isolate shares, and `processBytes`, the whole process's.
  * Pinned memory outside the pools is counted apart (`outsidePools`): host
  * arenas, and the background stagers' slots (8 MiB per staging thread and
  * device; idle ones are freed by `releaseCachedMemory()` and the idle
@@ -76,15 +94,18 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
  *
  * @example Watching a loop for growth
  * ```ts
+ * import assert from "node:assert/strict";
  * import { memoryStats } from "@mtc/core";
  * const { pinned, outsidePools } = memoryStats();
- * console.assert(pinned.reservedBytes === pinned.inUseBytes + pinned.cachedBytes);
- * console.assert(outsidePools.arenaBytes >= 0 && outsidePools.stagingBytes >= 0);
+ * assert.equal(pinned.reservedBytes, pinned.inUseBytes + pinned.cachedBytes);
+ * assert.ok(pinned.processBytes >= pinned.inUseBytes);
+ * assert.ok(outsidePools.arenaBytes >= 0 && outsidePools.stagingBytes >= 0);
  * ```
  */
 export function memoryStats(): MemoryStats {
   const devices: Record<string, PoolMemoryStats> = {};
-  for (const index of devicePoolIndices()) {
+  const indices = new Set([...devicePoolIndices(), ...devicesWithProcessMemory()]);
+  for (const index of [...indices].sort((a, b) => a - b)) {
     devices[deviceName(index)] = figures(devicePool(index).stats());
   }
   const arenas = arenaMemory();

@@ -26,11 +26,12 @@ import {
   cudaError,
   MTC_E_BAD_ARGUMENT,
   stageBufferOffThread,
-  stagerCreate,
-  stagerDestroy,
-  stagerStop,
+  stagerGive,
+  stagersTrim,
+  stagerTake,
 } from "../../ffi/native.ts";
 import type { TypedArray } from "../dtype.ts";
+import { processStagers } from "../memory/process_cache.ts";
 import { memoryReleased } from "../memory/released.ts";
 
 /**
@@ -40,9 +41,10 @@ import { memoryReleased } from "../memory/released.ts";
  *
  * @example Which tensors are staged in the background
  * ```ts
+ * import assert from "node:assert/strict";
  * import { BACKGROUND_MIN_BYTES } from "@mtc/core";
  * const staged = new Float32Array(BACKGROUND_MIN_BYTES / 4).byteLength >= BACKGROUND_MIN_BYTES;
- * console.assert(staged);
+ * assert.ok(staged);
  * ```
  */
 export const BACKGROUND_MIN_BYTES = 1024 * 1024;
@@ -93,46 +95,28 @@ export interface BackgroundRange {
   bytes: number;
 }
 
-const idleStagerLists = new Map<number, number[]>();
-// When a stager was last returned (`performance.now()`), for the idle release.
-let lastStagerUse = 0;
-
-/** Stagers that exist now (busy or idle). */
-const liveStagers = new Set<number>();
-
+// Stagers are the process's (native/process_cache.c): an idle one is reused
+// by any isolate, and those an isolate holds when it ends are stopped and
+// freed, so a Worker that ends strands none; the shim ages the idle ones for
+// the idle release.
 function takeStager(device: number): number {
-  const idle = idleStagerLists.get(device)?.pop();
-  if (idle !== undefined) return idle;
-  const stager = stagerCreate(device, SLOTS, SLOT_BYTES);
-  liveStagers.add(stager);
-  return stager;
+  return stagerTake(device, SLOTS, SLOT_BYTES);
 }
 
 /**
- * The background stagers that exist now and their pinned bytes (each has
- * {@linkcode SLOTS} slots of {@linkcode SLOT_BYTES}; outside the pools).
+ * The background stagers of the process (every isolate's, busy or idle)
+ * and their pinned bytes (each has {@linkcode SLOTS} slots of
+ * {@linkcode SLOT_BYTES}; outside the pools).
  */
 export function stagingMemory(): { stagers: number; bytes: number } {
-  return { stagers: liveStagers.size, bytes: liveStagers.size * JOB_BYTES };
+  const { stagers, bytes } = processStagers();
+  return { stagers, bytes };
 }
 
-function returnStager(device: number, stager: number): void {
-  let list = idleStagerLists.get(device);
-  if (!list) idleStagerLists.set(device, list = []);
-  list.push(stager);
-  lastStagerUse = performance.now();
+function returnStager(stager: number): void {
+  stagerGive(stager);
   // Idle stagers go back after the idle-release time, as the pools' blocks do.
   memoryReleased();
-}
-
-/**
- * The idle stagers' pinned bytes and when a stager was last returned
- * (`performance.now()`), for the idle release.
- */
-export function idleStagers(): { bytes: number; lastUse: number } {
-  let count = 0;
-  for (const list of idleStagerLists.values()) count += list.length;
-  return { bytes: count * JOB_BYTES, lastUse: lastStagerUse };
 }
 
 /**
@@ -176,7 +160,7 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
           failure ??= cudaError(status, `stage ${bytes} bytes to cuda:${device}`);
         }
       } finally {
-        returnStager(device, stager);
+        returnStager(stager);
       }
     }
   };
@@ -188,45 +172,12 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
 }
 
 /**
- * Frees the pinned memory of the idle stagers (a later large copy creates
- * them again); returns the bytes freed. Stagers busy with a copy stay.
+ * Frees the pinned memory of the idle stagers, every isolate's (a later
+ * large copy creates them again); returns the bytes freed. Stagers busy with
+ * a copy stay.
  */
 export function releaseIdleStagers(): number {
-  let freed = 0;
-  for (const list of idleStagerLists.values()) {
-    for (const stager of list) {
-      stagerDestroy(stager);
-      liveStagers.delete(stager);
-      freed += JOB_BYTES;
-    }
-    list.length = 0;
-  }
-  return freed;
-}
-
-/**
- * At exit: stops every stager of this isolate (their staging calls run on
- * other threads, into memory the exit handler frees) and, once none runs,
- * frees them all, busy ones included (their calls never return to
- * JavaScript to give them back); else only the idle ones. Returns whether
- * all stopped.
- */
-export function stopAndReleaseStagers(timeoutMs: number): boolean {
-  // Every stager is told first, then waited for within one deadline.
-  for (const stager of liveStagers) stagerStop(stager, 0);
-  const deadline = performance.now() + timeoutMs;
-  let stopped = true;
-  for (const stager of liveStagers) {
-    stopped = stagerStop(stager, Math.max(0, deadline - performance.now())) && stopped;
-  }
-  if (!stopped) {
-    releaseIdleStagers();
-    return false;
-  }
-  for (const stager of liveStagers) stagerDestroy(stager);
-  liveStagers.clear();
-  idleStagerLists.clear();
-  return true;
+  return processStagers().stagers > 0 ? stagersTrim(0).freed : 0;
 }
 
 /**

@@ -1,40 +1,47 @@
 /**
- * At process exit (the `unload` event, which ends this isolate), the
- * library gives back all the memory it holds: it stops its background
- * staging, waits for the copies still in flight, then frees the
- * pools' blocks, idle or in use (tensors not yet disposed or collected:
- * the process is ending), and the background stagers. The driver would
- * reclaim all of it anyway; doing it here keeps leak checkers
- * (`compute-sanitizer --leak-check full`) quiet about memory that is not
- * leaked. Views of freed pinned memory are detached first (empty, never
- * dangling) in case a later `unload` listener still looks at a tensor.
+ * At the end of this isolate (the `unload` event: the main thread at process
+ * exit, each test module of `deno test`), the library gives back all the
+ * memory it holds: its pools forget every block after detaching their views
+ * (empty, never dangling, in case a later `unload` listener still looks at a
+ * tensor), the shim stops this isolate's background staging, waits for the
+ * library streams and takes back every block and event it held, and then
+ * everything idle in the process-wide caches is freed: tensors not yet
+ * disposed or collected too (the isolate is ending). The driver would
+ * reclaim all of it at process exit anyway; doing it here keeps leak
+ * checkers (`compute-sanitizer --leak-check full`) quiet about memory that is
+ * not leaked.
+ *
+ * A Worker gets no `unload`; when its thread ends the shim does the same
+ * without the JavaScript steps and keeps what it took back cached for the
+ * other isolates (native/process_cache.c).
  *
  * @module
  */
 
-import { deviceReleaseUnused, streamSynchronize } from "../../ffi/native.ts";
+import { isolateAttached, isolateEnd } from "../../ffi/native.ts";
 import { reapFinished } from "../copy_handle.ts";
 import { devicePool, devicePoolIndices } from "../memory/device_memory.ts";
+import { abandonEvents } from "../memory/event_pool.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";
-import { stopAndReleaseStagers } from "../staging/background.ts";
+import { trimProcessCaches } from "../memory/process_cache.ts";
 
 function releaseAtExit(): void {
   // Every step on its own: a device that failed (a sticky CUDA error) must
-  // not turn a clean exit into an uncaught error. Background staging stops
-  // first: its calls run on other threads, into device blocks and pinned
-  // slots that the steps below free (a process that exited 2–5 ms into a
-  // large pageable copy crashed 4 runs in 8, SIGSEGV, before). Only this
-  // isolate's stagers: `unload` ends one isolate (each test module of
-  // `deno test` has its own), not necessarily the process; at process exit
-  // the shim stops every other staging call before the driver's teardown.
-  attempt(() => stopAndReleaseStagers(STOP_TIMEOUT_MS));
-  for (const device of devicePoolIndices()) attempt(() => streamSynchronize(device));
+  // not turn a clean exit into an uncaught error. The shim stops this
+  // isolate's background staging before it takes anything back: those calls
+  // run on other threads, into device blocks and pinned slots that are freed
+  // below (a process that exited 2–5 ms into a large pageable copy crashed 4
+  // runs in 8, SIGSEGV, before). Only this isolate's: `unload` ends one
+  // isolate (each test module of `deno test` has its own), not necessarily
+  // the process; at process exit the shim stops every other staging call
+  // before the driver's teardown.
+  if (!isolateAttached()) return; // it never held pooled memory
   attempt(() => reapFinished(true));
-  attempt(() => pinnedPool.releaseAll());
-  for (const device of devicePoolIndices()) {
-    attempt(() => devicePool(device).releaseAll());
-    attempt(() => deviceReleaseUnused(device));
-  }
+  attempt(() => pinnedPool.abandonAll());
+  for (const device of devicePoolIndices()) attempt(() => devicePool(device).abandonAll());
+  attempt(() => abandonEvents());
+  attempt(() => isolateEnd(STOP_TIMEOUT_MS));
+  attempt(() => trimProcessCaches(0));
 }
 
 // A staging call stops within one slot (2 MiB: about a millisecond).

@@ -1,25 +1,55 @@
 /**
  * A Worker for tests/gpu/workers_test.ts: uses the library from its own
- * isolate (own pools, same shim and streams as the main thread's) and
- * reports back.
+ * isolate (own pools, same shim, caches and streams as the main thread's)
+ * and reports back.
  *
  * Messages: `{ kind: "round trips", seed, rounds }` copies a batch to
- * `cuda:0` and back `rounds` times, checks every byte, gives its memory
- * back and answers `{ rounds, reservedBytes }` (or `{ error }`);
- * `{ kind: "flood" }` starts 32 copies without waiting for them and
- * answers `"started"` (the test then terminates the Worker).
+ * `cuda:0` and back `rounds` times, checks every byte, disposes and answers
+ * `{ rounds, inUseBytes }` (or `{ error }`); `{ kind: "flood" }` starts 32
+ * copies without waiting for them and answers `"started"` (the test then
+ * terminates the Worker); `{ kind: "copy and end", bytes, seed, dispose }`
+ * copies `bytes` to `cuda:0` and back, checks them, disposes both results
+ * or drops them, and answers `{ deviceUsedBytes }` (the device memory in
+ * use at its peak, as the driver counts it) before the test ends it.
  */
 
-import { disposeAll, memoryStats, releaseCachedMemory, startCopy } from "../../mod.ts";
+import { testAids } from "../../ffi/test_aids.ts";
+import { disposeAll, memoryStats, startCopy } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { assertRoundTrip, randomArray } from "./_helpers.ts";
 
-type Request = { kind: "round trips"; seed: number; rounds: number } | { kind: "flood" };
+type Request =
+  | { kind: "round trips"; seed: number; rounds: number }
+  | { kind: "flood" }
+  | { kind: "copy and end"; bytes: number; seed: number; dispose: boolean };
 
 const worker = self as unknown as {
   onmessage: (event: MessageEvent<Request>) => void;
   postMessage(message: unknown): void;
 };
+
+function deviceUsedBytes(): number {
+  const { free, total } = testAids!.memInfo(0);
+  return total - free;
+}
+
+async function copyAndEnd(bytes: number, seed: number, dispose: boolean): Promise<unknown> {
+  const input = new Uint8Array(bytes);
+  for (let offset = 0; offset < bytes; offset += 65536) {
+    crypto.getRandomValues(input.subarray(offset, offset + 65536));
+  }
+  input[0] = seed;
+  const onDevice = await startCopy([input], "cuda:0").get();
+  const back = await startCopy(onDevice, "cpu").get();
+  const peak = deviceUsedBytes();
+  const output = back[0].toTypedArray() as Uint8Array;
+  for (let i = 0; i < bytes; i++) {
+    if (output[i] !== input[i]) throw new Error(`byte ${i} differs after the round trip`);
+  }
+  // Dropped results are left to the end of the Worker (no finalizer runs then).
+  if (dispose) disposeAll([onDevice, back]);
+  return { deviceUsedBytes: peak };
+}
 
 worker.onmessage = async ({ data }) => {
   if (data.kind === "flood") {
@@ -28,6 +58,10 @@ worker.onmessage = async ({ data }) => {
     return;
   }
   try {
+    if (data.kind === "copy and end") {
+      worker.postMessage(await copyAndEnd(data.bytes, data.seed, data.dispose));
+      return;
+    }
     for (let round = 0; round < data.rounds; round++) {
       const input = {
         batch: createBatchMetaData(4, data.seed + round),
@@ -38,11 +72,10 @@ worker.onmessage = async ({ data }) => {
       assertRoundTrip(input, back, "cpu");
       disposeAll([onDevice, back]);
     }
-    releaseCachedMemory();
     const stats = memoryStats();
-    const reservedBytes = stats.pinned.reservedBytes +
-      Object.values(stats.devices).reduce((sum, pool) => sum + pool.reservedBytes, 0);
-    worker.postMessage({ rounds: data.rounds, reservedBytes });
+    const inUseBytes = stats.pinned.inUseBytes +
+      Object.values(stats.devices).reduce((sum, pool) => sum + pool.inUseBytes, 0);
+    worker.postMessage({ rounds: data.rounds, inUseBytes });
   } catch (error) {
     worker.postMessage({ error: String((error as Error)?.stack ?? error) });
   }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
-import { disposeAll, hostArena, setMemoryLimits, startCopy } from "../../mod.ts";
+import { disposeAll, hostArena, MemoryLimitError, setMemoryLimits, startCopy } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
@@ -148,7 +148,7 @@ Deno.test({
       try {
         await assert.rejects(
           startCopy([arena.float32(4), arena.int32(4)], "cuda:0").get(),
-          /memory limit/,
+          MemoryLimitError,
         );
       } finally {
         disposeAll(held);

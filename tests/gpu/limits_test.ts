@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import {
   disposeAll,
+  MemoryLimitError,
   memoryStats,
   releaseCachedMemory,
   setMemoryLimits,
@@ -29,6 +30,14 @@ async function withLimits(limits: Parameters<typeof setMemoryLimits>[0], fn: () 
   }
 }
 
+/** Collects garbage and lets finalizers run: results dropped by earlier tests go back first. */
+async function settled(): Promise<void> {
+  for (let i = 0; i < 2; i++) {
+    (globalThis as { gc?: () => void }).gc?.();
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+}
+
 Deno.test({
   ...gpu,
   name: "a copy larger than the device limit rejects get() at once, naming the limit",
@@ -36,7 +45,16 @@ Deno.test({
     const inUse = devicePool(0).inUseBytes;
     await withLimits({ deviceBytes: 4 * MiB }, async () => {
       const handle = startCopy([randomArray(Uint8Array, 8 * MiB, 1)], "cuda:0");
-      await assert.rejects(handle.get(), /memory limit: .* cuda:0 memory, more than its limit/);
+      await assert.rejects(handle.get(), (error) => {
+        assert.ok(error instanceof MemoryLimitError);
+        assert.equal(error.memory, "cuda:0");
+        assert.equal(error.waitedMs, undefined);
+        assert.match(
+          error.message,
+          /needs about \d+ bytes of cuda:0 memory, more than the memory limit/,
+        );
+        return true;
+      });
       assert.equal(devicePool(0).inUseBytes, inUse);
     });
     const input = [randomArray(Float32Array, 1024, 2)];
@@ -94,10 +112,12 @@ Deno.test({
     await withLimits({ deviceBytes: base + 8 * MiB, waitMs: 50 }, async () => {
       const held = await startCopy([new Uint8Array(6 * MiB)], "cuda:0").get();
       const handle = startCopy({ x: new Uint8Array(4 * MiB) }, "cuda:0");
-      await assert.rejects(
-        handle.get(),
-        /memory limit: this copy waited 50 ms .* Dispose results you no longer need/,
-      );
+      await assert.rejects(handle.get(), (error) => {
+        assert.ok(error instanceof MemoryLimitError);
+        assert.equal(error.waitedMs, 50);
+        assert.match(error.message, /waited 50 ms .* Dispose results you no longer need/);
+        return true;
+      });
       assert.equal(handle.ready(), true);
       disposeAll(held);
     });
@@ -234,5 +254,71 @@ Deno.test({
     const back = await startCopy(onDevice, "cpu").get();
     assertRoundTrip(again, back, "cpu");
     disposeAll([onDevice, back]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "a copy waiting for memory asks for a garbage collection rarely, not at every poll, and wakes when memory is released",
+  async fn() {
+    await settled();
+    const base = devicePool(0).inUseBytes;
+    const gc = (globalThis as { gc?: () => void }).gc;
+    assert.ok(gc, "run with --v8-flags=--expose-gc");
+    let collections = 0;
+    await withLimits({ deviceBytes: base + 8 * MiB, waitMs: 1000 }, async () => {
+      const held = await startCopy([new Uint8Array(6 * MiB)], "cuda:0").get();
+      (globalThis as { gc?: () => void }).gc = () => {
+        collections++;
+        gc();
+      };
+      try {
+        // Waits the whole second: nothing is released.
+        await assert.rejects(
+          startCopy([new Uint8Array(4 * MiB)], "cuda:0").get(),
+          MemoryLimitError,
+        );
+      } finally {
+        (globalThis as { gc?: () => void }).gc = gc;
+      }
+      // Polled every millisecond with a collection each time, this was one collection a poll
+      // (about 35 in a second: each took most of the millisecond's wait and more).
+      assert.ok(collections <= 10, `${collections} collections while one copy waited 1 s`);
+      const waiting = startCopy([randomArray(Uint8Array, 4 * MiB, 10)], "cuda:0");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(waiting.ready(), false);
+      disposeAll(held);
+      disposeAll(await waiting.get());
+    });
+    assert.equal(devicePool(0).inUseBytes, base);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "a waiting copy rejects at once when a limit is lowered below its need",
+  async fn() {
+    await settled();
+    const base = devicePool(0).inUseBytes;
+    await withLimits({ deviceBytes: base + 8 * MiB, waitMs: 30_000 }, async () => {
+      const held = await startCopy([new Uint8Array(6 * MiB)], "cuda:0").get();
+      try {
+        const waiting = startCopy([new Uint8Array(4 * MiB)], "cuda:0");
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        assert.equal(waiting.ready(), false, "the copy must wait for memory");
+        setMemoryLimits({ deviceBytes: 2 * MiB });
+        // Not after waitMs: the copy can never fit any more.
+        await assert.rejects(waiting.get(), (error) => {
+          assert.ok(error instanceof MemoryLimitError);
+          assert.equal(error.waitedMs, undefined);
+          assert.equal(error.limitBytes, 2 * MiB);
+          return true;
+        });
+      } finally {
+        disposeAll(held);
+      }
+    });
+    assert.equal(devicePool(0).inUseBytes, base);
   },
 });

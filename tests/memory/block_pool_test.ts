@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { type Block, BlockPool } from "../../src/memory/block_pool.ts";
+import { type Block, BlockPool, type SharedBlockCache } from "../../src/memory/block_pool.ts";
 
 /** A fake allocator: addresses from a counter, records frees. */
 function fakeAllocator(failAbove = Infinity) {
@@ -40,6 +40,7 @@ Deno.test("BlockPool.release() makes a block reusable without a new allocation",
     inUseBytes: 4096,
     peakReservedBytes: 4096,
     limitBytes: Infinity,
+    processBytes: 4096,
   });
 });
 
@@ -130,14 +131,15 @@ Deno.test("BlockPool.acquire() frees idle blocks of other sizes rather than exce
   assert.equal(pool.reservedBytes, 8192);
 });
 
-Deno.test("BlockPool raises onRelease after every release and records the last use", () => {
+Deno.test("BlockPool raises onRelease after every release and counts its uses", () => {
   let releases = 0;
   const pool = new BlockPool(fakeAllocator().allocator, { onRelease: () => releases++ });
-  assert.equal(pool.lastUse, 0);
+  assert.equal(pool.uses, 0);
   const block = pool.acquire(10);
-  assert.ok(pool.lastUse > 0);
+  assert.equal(pool.uses, 1);
   pool.release(block);
   assert.equal(releases, 1);
+  assert.equal(pool.uses, 2);
 });
 
 Deno.test("BlockPool.releaseAll() frees blocks in use too, and their later release is ignored", () => {
@@ -150,4 +152,148 @@ Deno.test("BlockPool.releaseAll() frees blocks in use too, and their later relea
   pool.release(live);
   assert.equal(freed.length, 2);
   assert.deepEqual([pool.reservedBytes, pool.inUseBytes, pool.cachedBytes], [0, 0, 0]);
+});
+
+/**
+ * A fake process-wide cache that several pools (isolates) share: idle
+ * blocks by size, the bytes every pool holds together, and flush requests.
+ */
+function fakeSharedCache() {
+  const idle = new Map<number, Block[]>();
+  let cachedBytes = 0;
+  let heldBytes = 0;
+  let epoch = 0;
+  let nextId = 0;
+  const freed: Block[] = [];
+  const shared: SharedBlockCache = {
+    get flushEpoch() {
+      return epoch;
+    },
+    get cachedBytes() {
+      return cachedBytes;
+    },
+    get processBytes() {
+      return heldBytes;
+    },
+    take(size) {
+      const block = idle.get(size)?.pop();
+      if (block) cachedBytes -= size;
+      return block;
+    },
+    adopt(address, size) {
+      heldBytes += size;
+      return { id: nextId++, address, size };
+    },
+    give(block, maxCachedBytes) {
+      if (cachedBytes + block.size > maxCachedBytes) {
+        heldBytes -= block.size;
+        freed.push(block);
+        return;
+      }
+      let list = idle.get(block.size);
+      if (!list) idle.set(block.size, list = []);
+      list.push(block);
+      cachedBytes += block.size;
+    },
+    trim() {
+      const bytes = cachedBytes;
+      for (const list of idle.values()) freed.push(...list.splice(0));
+      heldBytes -= bytes;
+      cachedBytes = 0;
+      return { freed: bytes, nextMs: Infinity };
+    },
+  };
+  return { shared, freed, requestFlush: () => epoch++ };
+}
+
+/** An allocator that counts allocations and records which blocks were unmapped and freed. */
+function countingAllocator() {
+  const { allocator, freed } = fakeAllocator();
+  const unmapped: Block[] = [];
+  let allocations = 0;
+  return {
+    allocator: {
+      alloc(bytes: number): number {
+        allocations++;
+        return allocator.alloc(bytes);
+      },
+      free: allocator.free,
+      unmap(block: Block): void {
+        unmapped.push(block);
+        block.cache = undefined;
+      },
+    },
+    freed,
+    unmapped,
+    allocations: () => allocations,
+  };
+}
+
+Deno.test("BlockPool with a shared cache: a block one pool releases serves another pool without an allocation", () => {
+  const { shared } = fakeSharedCache();
+  const a = countingAllocator();
+  const b = countingAllocator();
+  const poolA = new BlockPool(a.allocator, { shared });
+  const poolB = new BlockPool(b.allocator, { shared });
+  const block = poolA.acquire(5000);
+  block.cache = "views of isolate A";
+  poolA.release(block);
+  // It left A without A's views.
+  assert.deepEqual(a.unmapped, [block]);
+  assert.equal(block.cache, undefined);
+  assert.equal(poolB.cachedBytes, 8192);
+  assert.equal(poolB.acquire(8000), block);
+  assert.equal(b.allocations(), 0);
+  assert.deepEqual(poolB.stats().processBytes, 8192);
+  assert.equal(poolA.inUseBytes, 0);
+});
+
+Deno.test("BlockPool keeps up to frontBytes idle for itself, views and all; the rest goes to the shared cache", () => {
+  const { shared } = fakeSharedCache();
+  const { allocator, unmapped } = countingAllocator();
+  const pool = new BlockPool(allocator, { shared, frontBytes: 8192 });
+  const kept = pool.acquire(8192);
+  const given = pool.acquire(8192);
+  kept.cache = "views";
+  pool.release(kept);
+  pool.release(given);
+  assert.equal(kept.cache, "views");
+  assert.deepEqual(unmapped, [given]);
+  assert.equal(pool.frontBytes, 8192);
+  assert.equal(shared.cachedBytes, 8192);
+  assert.equal(pool.cachedBytes, 16384);
+  // The front first: the same block, with its views.
+  assert.equal(pool.acquire(8192), kept);
+});
+
+Deno.test("BlockPool frees its front at its next use once some isolate asked for a flush", () => {
+  const { shared, requestFlush } = fakeSharedCache();
+  const { allocator, freed } = countingAllocator();
+  const pool = new BlockPool(allocator, { shared, frontBytes: 1 << 20 });
+  const block = pool.acquire(4096);
+  pool.release(block);
+  assert.equal(pool.frontBytes, 4096);
+  requestFlush();
+  pool.acquire(100_000);
+  assert.deepEqual(freed, [block.address]);
+  assert.equal(pool.frontBytes, 0);
+});
+
+Deno.test("BlockPool.trim() frees its front and the shared cache; abandonAll() forgets without freeing", () => {
+  const { shared } = fakeSharedCache();
+  const { allocator, freed, unmapped } = countingAllocator();
+  const pool = new BlockPool(allocator, { shared, frontBytes: 4096 });
+  const blocks = [pool.acquire(4096), pool.acquire(4096), pool.acquire(4096)];
+  pool.release(blocks[0]);
+  pool.release(blocks[1]);
+  assert.equal(pool.trim(), 8192);
+  assert.deepEqual(freed, [blocks[0].address]);
+  assert.equal(shared.cachedBytes, 0);
+  pool.release(pool.acquire(4096));
+  pool.abandonAll();
+  assert.deepEqual(unmapped.length, 3);
+  assert.deepEqual([pool.inUseBytes, pool.frontBytes], [0, 0]);
+  pool.release(blocks[2]);
+  assert.equal(pool.inUseBytes, 0);
+  assert.equal(shared.cachedBytes, 0);
 });

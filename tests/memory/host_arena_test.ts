@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { deviceCount, hostArena, startCopy } from "../../mod.ts";
+import { deviceCount, HostArena, hostArena, memoryStats, startCopy } from "../../mod.ts";
 import { ARENA_ALIGNMENT } from "../../src/memory/host_arena.ts";
 
 // These hold on every machine: pinned memory where a GPU is usable, ordinary
@@ -55,4 +55,48 @@ Deno.test("views of an arena copy to the CPU like any TypedArray", async () => {
   boxes.set([1, 2, 3, 4]);
   const result = await startCopy({ boxes }, "cpu").get();
   assert.deepEqual(result.boxes.toTypedArray(), new Float32Array([1, 2, 3, 4]));
+});
+
+Deno.test("array() rejects a class that is not a TypedArray class, and hands out nothing", () => {
+  using arena = hostArena(256);
+  arena.uint8(3);
+  const notTyped = [
+    DataView,
+    class ThreeBytes extends Uint8Array {
+      static override readonly BYTES_PER_ELEMENT = 3;
+    },
+    // Claims an element size, makes something else.
+    Object.assign(function Fake() {
+      return new Uint8Array(4);
+    }, { BYTES_PER_ELEMENT: 1 }),
+  ];
+  for (const cls of notTyped) {
+    assert.throws(() => arena.array(cls as never, 4), {
+      name: "TypeError",
+      message: /Invalid hostArena class: expected a TypedArray class/,
+    });
+  }
+  assert.equal(arena.usedBytes, 3);
+  assert.equal(arena.float32(1).byteOffset, 16);
+});
+
+Deno.test("dispose() frees the arena even after a view's buffer was transferred away", () => {
+  const before = memoryStats().outsidePools;
+  for (const transfer of [(b: ArrayBuffer) => b.transfer(0), (b: ArrayBuffer) => b.transfer()]) {
+    const arena = hostArena(4096);
+    transfer(arena.float32(4).buffer as ArrayBuffer);
+    arena.dispose();
+    assert.deepEqual(memoryStats().outsidePools, before);
+    assert.throws(() => arena.float32(1), { message: "Cannot use a disposed hostArena" });
+  }
+});
+
+Deno.test("hostArena() is the one way to make an arena: new HostArena() throws TypeError", () => {
+  const construct = HostArena as unknown as new (bytes: number) => HostArena;
+  assert.throws(() => new construct(1024), {
+    name: "TypeError",
+    message: /Cannot construct a HostArena directly: use hostArena\(bytes\)/,
+  });
+  using arena = hostArena(64);
+  assert.ok(arena instanceof HostArena);
 });

@@ -5,6 +5,7 @@ import {
   parseLimit,
   setMemoryLimits,
 } from "../../src/memory/limits.ts";
+import { memoryStats } from "../../mod.ts";
 
 Deno.test("parseLimit() reads bytes with an optional unit, and Infinity", () => {
   assert.equal(parseLimit("4096", "X"), 4096);
@@ -40,7 +41,7 @@ Deno.test("setMemoryLimits() rejects unknown names, non-numbers and negative or 
   const before = setMemoryLimits({});
   assert.throws(() => setMemoryLimits({ pinnedByte: 1 } as never), {
     name: "TypeError",
-    message: /unknown limit "pinnedByte"/,
+    message: /Invalid memory limit "pinnedByte": expected one of pinnedBytes, deviceBytes/,
   });
   assert.throws(() => setMemoryLimits({ deviceBytes: "1GiB" as never }), TypeError);
   assert.throws(() => setMemoryLimits({ deviceBytes: NaN }), TypeError);
@@ -72,4 +73,55 @@ Deno.test("limits come from the environment where it is granted", async () => {
   assert.equal(limits.pinnedBytes, 64 * 1024 ** 2);
   assert.equal(limits.idleReleaseMs, 250);
   assert.equal(limits.deviceBytes, DEFAULT_MEMORY_LIMITS.deviceBytes);
+});
+
+Deno.test("a malformed MTC_*_LIMIT never makes setMemoryLimits throw: the call overrides it, copies fail until then", async () => {
+  const code = `
+    const limits = await import("${new URL("../../src/memory/limits.ts", import.meta.url)}");
+    const report = { before: limits.memoryLimitsError?.()?.message };
+    try {
+      report.otherLimit = limits.setMemoryLimits({ waitMs: 5 }).waitMs;
+      report.stillPending = limits.memoryLimitsError?.()?.message;
+      report.pinnedBytes = limits.setMemoryLimits({ pinnedBytes: 1024 }).pinnedBytes;
+      report.after = limits.memoryLimitsError?.()?.message ?? "none";
+    } catch (error) {
+      report.threw = error.message;
+    }
+    console.log(JSON.stringify(report));`;
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-check", code],
+    env: { MTC_PINNED_LIMIT: "lots" },
+  }).output();
+  assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+  const report = JSON.parse(new TextDecoder().decode(output.stdout));
+  assert.equal(report.threw, undefined, "setMemoryLimits must not throw the variable's error");
+  assert.match(report.before, /Invalid MTC_PINNED_LIMIT="lots"/);
+  assert.equal(report.otherLimit, 5);
+  assert.match(
+    report.stillPending,
+    /MTC_PINNED_LIMIT/,
+    "a call that leaves it unset keeps it failing copies",
+  );
+  assert.equal(report.pinnedBytes, 1024);
+  assert.equal(report.after, "none");
+});
+
+Deno.test("setMemoryLimits() accepts only its own known keys, never inherited or Object.prototype names", () => {
+  const before = setMemoryLimits({});
+  for (const key of ["toString", "valueOf", "constructor", "hasOwnProperty", "__proto__"]) {
+    assert.throws(
+      () => setMemoryLimits(JSON.parse(`{"${key}": 1}`)),
+      { name: "TypeError", message: new RegExp(`Invalid memory limit "${key}"`) },
+      key,
+    );
+  }
+  // Inherited properties are not the caller's limits.
+  assert.deepEqual(setMemoryLimits(Object.create({ waitMs: 1 })), before);
+  assert.equal(String(memoryStats().limits), "[object Object]");
+  assert.deepEqual(Object.keys(memoryStats().limits).sort(), [
+    "deviceBytes",
+    "idleReleaseMs",
+    "pinnedBytes",
+    "waitMs",
+  ]);
 });
