@@ -53,16 +53,21 @@ export const MAX_SHAPE_KEY_LENGTH = 256;
 export const MAX_SHAPES = 1024;
 /** At most this many characters of code are generated for shapes in a process. */
 export const MAX_SHAPE_SOURCE = 2 * 1024 * 1024;
-/** Key lists seen once that are remembered (to compile the second sighting); then forgotten. */
+/**
+ * Key lists seen once that are remembered (to compile the second
+ * sighting), and their characters; past either, they are forgotten.
+ */
 const MAX_SEEN_ONCE = 4096;
+const MAX_SEEN_ONCE_CHARS = 1024 * 1024;
 
 /**
  * The shapes by their keys joined with `"\u0000"` (a key may contain it:
  * a hit is compared with the keys), one map per prototype kind.
  */
 const byKeys = [new Map<string, Shape>(), new Map<string, Shape>()];
-/** Joined key lists seen once, not compiled yet. */
-const seenOnce = new Set<string>();
+/** Joined key lists seen once, not compiled yet, one set per prototype kind. */
+const seenOnce = [new Set<string>(), new Set<string>()];
+let seenOnceChars = 0;
 let compiled = 0;
 let sourceChars = 0;
 
@@ -86,15 +91,20 @@ export function shapeOf(
   if (shape !== undefined) return sameKeys(keys, nullPrototype, shape) ? shape : undefined;
   if (compiled >= MAX_SHAPES || sourceChars >= MAX_SHAPE_SOURCE) return undefined;
   if (keys.includes("__proto__")) return undefined;
-  const seenId = nullPrototype ? `\u0001${id}` : id;
-  if (!seenOnce.has(seenId)) {
-    if (seenOnce.size >= MAX_SEEN_ONCE) seenOnce.clear();
-    seenOnce.add(seenId);
+  const seen = seenOnce[nullPrototype ? 1 : 0];
+  if (!seen.has(id)) {
+    if (seen.size >= MAX_SEEN_ONCE || seenOnceChars >= MAX_SEEN_ONCE_CHARS) {
+      for (const set of seenOnce) set.clear();
+      seenOnceChars = 0;
+    }
+    seen.add(id);
+    seenOnceChars += id.length;
     return undefined;
   }
-  seenOnce.delete(seenId);
+  seen.delete(id);
   const source = shapeSource(keys, nullPrototype);
   if (sourceChars + source.length > MAX_SHAPE_SOURCE) {
+    // The budget is spent (what is left would not be worth building sources for).
     sourceChars = MAX_SHAPE_SOURCE;
     return undefined;
   }
@@ -130,8 +140,8 @@ export function shapeStats(): { compiled: number; sourceChars: number } {
  */
 export function forgetShapes(): void {
   for (const map of byKeys) map.clear();
-  seenOnce.clear();
-  compiled = sourceChars = 0;
+  for (const set of seenOnce) set.clear();
+  compiled = sourceChars = seenOnceChars = 0;
 }
 
 function shapeSource(keys: readonly string[], nullPrototype: boolean): string {

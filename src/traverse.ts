@@ -138,7 +138,7 @@ const MAX_CANDIDATES = 4;
  */
 let lookWait = 0;
 let nextLookWait = 0;
-const MAX_LOOK_WAIT = 64;
+const MAX_LOOK_WAIT = 16;
 /**
  * Repeated structures to let pass before the next compile, and the next
  * such wait: it doubles with each compile, and is reset only when a plan

@@ -23,7 +23,7 @@ import {
 } from "../src/traverse.ts";
 import { shapeStats } from "../src/object_shapes.ts";
 
-const TRIALS = Number(Deno.env.get("MTC_DIFF_TRIALS") ?? 600);
+const TRIALS = Number(Deno.env.get("MTC_DIFF_TRIALS") ?? 2000);
 const SEED = Number(Deno.env.get("MTC_DIFF_SEED") ?? 1);
 
 /** Arrays longer than this with a hole are walked by their keys (`SPARSE_CHECK_LENGTH`). */
@@ -276,12 +276,15 @@ class Maker {
   /**
    * A key to define on Object.prototype, enumerable: at times the last key
    * of an object of `root`, deleted from it (so that the object inherits
-   * the key a plan of it expects last).
+   * the key a plan of it expects last). Not of the root or the root's
+   * first element: a plan is chosen by their keys, and an inherited one
+   * there already rules a plan out.
    */
   pollution(root: unknown): string {
+    const first = Array.isArray(root) ? root[0] : undefined;
     const objects = containersOf(root).filter((container) =>
       Object.getPrototypeOf(container) === Object.prototype && !Object.isFrozen(container) &&
-      Object.keys(container).length > 0
+      Object.keys(container).length > 0 && container !== root && container !== first
     );
     if (objects.length > 0 && this.chance(0.7)) {
       const object = this.pick(objects) as Record<string, unknown>;
@@ -529,6 +532,22 @@ function tensorsIn(root: unknown): { reachable: Set<Tensor>; all: Set<Tensor> } 
   return { reachable: search(false), all: search(true) };
 }
 
+/** Runs `run` with `value` under `key` on Object.prototype, enumerable (none where `key` is undefined). */
+function polluted(key: string | undefined, value: unknown, run: () => void): void {
+  if (key === undefined) return run();
+  Object.defineProperty(Object.prototype, key, {
+    value,
+    enumerable: true,
+    writable: true,
+    configurable: true,
+  });
+  try {
+    run();
+  } finally {
+    delete (Object.prototype as Record<string, unknown>)[key];
+  }
+}
+
 /** What the trials did: how many threw, ran a plan, and how many shapes were compiled. */
 interface Outcome {
   errors: number;
@@ -553,25 +572,20 @@ async function differential(seed: number, trials: number): Promise<Outcome> {
     // Walked a few times: its plan and its objects' shapes get compiled.
     const repeats = 1 + Math.floor(maker.rand() * 3);
     for (let i = 0; i < repeats; i++) run(input, true);
-    if (maker.chance(0.8)) maker.mutate(input);
-    const pollution = maker.chance(0.08) ? maker.pollution(input) : undefined;
+    // Changed, or an object made to inherit its last key (no other change:
+    // the plan's check of that object is the point).
+    const pollution = maker.chance(0.1) ? maker.pollution(input) : undefined;
+    if (pollution === undefined && maker.chance(0.8)) maker.mutate(input);
+    const inherited = maker.chance(0.5) ? Tensor.from(new Float32Array(1)) : 1;
     let generic: Run, compiled: Run, expected: ReturnType<typeof reference> | undefined;
-    if (pollution !== undefined) {
-      Object.defineProperty(Object.prototype, pollution, {
-        value: maker.chance(0.5) ? Tensor.from(new Float32Array(1)) : 1,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    }
-    try {
+    polluted(pollution, inherited, () => {
       generic = run(input, false);
       compiled = run(input, true);
       if (planStats().lastPlanned) planned++;
       if (generic.error === undefined) expected = reference(input);
-    } finally {
-      if (pollution !== undefined) delete (Object.prototype as Record<string, unknown>)[pollution];
-    }
+    });
+    generic = generic!;
+    compiled = compiled!;
     assert.equal(compiled.error, generic.error, where);
     if (generic.error !== undefined) {
       errors++;
@@ -588,24 +602,42 @@ async function differential(seed: number, trials: number): Promise<Outcome> {
     );
     assertSame(generic.output, expected!.output, sameStandIn, "$", new Set());
     if (maker.chance(0.05)) {
-      // Through startCopy: the same result and the same stats either way.
-      useCompiledWalks(false);
-      const plainHandle = startCopy(input, "cpu");
-      useCompiledWalks(true);
-      const compiledHandle = startCopy(input, "cpu");
+      // Through startCopy: the same result and the same stats either way
+      // (it walks before it returns).
+      let plainHandle!: ReturnType<typeof startCopy>;
+      let compiledHandle!: ReturnType<typeof startCopy>;
+      polluted(pollution, inherited, () => {
+        useCompiledWalks(false);
+        try {
+          plainHandle = startCopy(input, "cpu");
+        } finally {
+          useCompiledWalks(true);
+        }
+        compiledHandle = startCopy(input, "cpu");
+      });
       const [plain, fast] = await Promise.all([plainHandle.get(), compiledHandle.get()]);
       assert.deepEqual(compiledHandle.stats(), plainHandle.stats(), `${where}: stats`);
       assert.equal(compiledHandle.stats().tensors, expected!.leaves.length);
       assertSame(fast, plain, sameCopy);
     }
-    if (maker.chance(0.2)) {
-      // disposeAll by the plan (when one matches) disposes exactly the reachable tensors.
-      const { reachable, all } = tensorsIn(input);
-      const disposedBefore = [...all].filter((tensor) => tensor.disposed);
-      disposeAll(input);
-      for (const tensor of all) {
-        const expected = reachable.has(tensor) || disposedBefore.includes(tensor);
+    if (maker.chance(pollution === undefined ? 0.2 : 0.6)) {
+      // disposeAll by the plan (when one matches) disposes exactly the
+      // reachable tensors, never the inherited one.
+      // (An index on Object.prototype is read through a short array's
+      // hole, by the walk and by disposeAll alike: it is reachable.)
+      let found = tensorsIn(undefined);
+      let disposedBefore: Tensor[] = [];
+      polluted(pollution, inherited, () => {
+        found = tensorsIn(input);
+        disposedBefore = [...found.all].filter((tensor) => tensor.disposed);
+        disposeAll(input);
+      });
+      for (const tensor of found.all) {
+        const expected = found.reachable.has(tensor) || disposedBefore.includes(tensor);
         assert.equal(tensor.disposed, expected, `${where}: disposeAll`);
+      }
+      if (inherited instanceof Tensor) {
+        assert.equal(inherited.disposed, found.reachable.has(inherited), `${where}: inherited`);
       }
     }
   }
