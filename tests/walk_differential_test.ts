@@ -26,7 +26,7 @@ import { shapeStats } from "../src/object_shapes.ts";
 const TRIALS = Number(Deno.env.get("MTC_DIFF_TRIALS") ?? 2000);
 const SEED = Number(Deno.env.get("MTC_DIFF_SEED") ?? 1);
 
-/** Arrays longer than this with a hole are walked by their keys (`SPARSE_CHECK_LENGTH`). */
+/** Arrays this long or longer with a hole are walked by their keys (longer than `SPARSE_CHECK_LENGTH`). */
 const LONG = (1 << 16) + 1;
 
 /** Keys that collide when joined, read as numbers, name prototype members, or are long. */
