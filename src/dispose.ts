@@ -8,6 +8,7 @@ import { type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { Tensor } from "./tensor.ts";
 import {
   ARRAY,
+  arrayIndex,
   containerKind,
   disposeByPlan,
   MAP,
@@ -69,8 +70,10 @@ function disposeShallow(value: unknown, depth: number, ancestors: object[]): boo
   if (kind === ARRAY) {
     const items = value as unknown[];
     if (visitByKeys(items)) {
+      // Its indices only, as the walk copies them (not its named properties).
       for (const key of Object.keys(items)) {
-        if (!disposeShallow(items[key as never], depth + 1, ancestors)) return false;
+        const i = arrayIndex(key);
+        if (i >= 0 && !disposeShallow(items[i], depth + 1, ancestors)) return false;
       }
     } else {
       for (let i = 0; i < items.length; i++) {
@@ -104,7 +107,10 @@ function disposeDeep(value: unknown, dispose = (tensor: Tensor) => tensor.dispos
       if (kind === ARRAY) {
         const items = item as unknown[];
         if (visitByKeys(items)) {
-          for (const key of Object.keys(items)) stack.push(items[key as never]);
+          for (const key of Object.keys(items)) {
+            const i = arrayIndex(key);
+            if (i >= 0) stack.push(items[i]);
+          }
         } else for (const child of items) stack.push(child);
       } else if (kind === MAP) {
         for (const child of (item as Map<unknown, unknown>).values()) stack.push(child);

@@ -4,11 +4,19 @@
  * A batch's objects come in few shapes (every sample has the same keys,
  * every camera the same keys), but a generic walk reads and writes them
  * with keyed accesses that V8 cannot specialise (megamorphic) and clones
- * them on its slow path. For each key list seen, a small function is
- * compiled once that reads the keys by name and builds the output with an
+ * them on its slow path. For each key list seen twice, a small function is
+ * compiled that reads the keys by name and builds the output with an
  * object literal: monomorphic loads, one allocation of the final shape.
- * Key lists with `__proto__`, more than {@linkcode MAX_SHAPE_KEYS} keys, or
- * past {@linkcode MAX_SHAPES} distinct lists take the generic path.
+ *
+ * What is compiled stays: V8 keeps the code of every distinct `new
+ * Function` source for the life of the process (its compilation cache), so
+ * compiling is bounded, not only the shapes kept. A key list is compiled
+ * the second time it is seen (keys made per step, such as sample ids, are
+ * seen once and never compiled); lists with `__proto__`, more than
+ * {@linkcode MAX_SHAPE_KEYS} keys or a key longer than
+ * {@linkcode MAX_SHAPE_KEY_LENGTH}, and every list past
+ * {@linkcode MAX_SHAPES} shapes or {@linkcode MAX_SHAPE_SOURCE} characters
+ * of generated code, take the generic path.
  *
  * @module
  */
@@ -39,10 +47,29 @@ export interface Shape {
 
 /** Objects with more keys than this are copied generically. */
 export const MAX_SHAPE_KEYS = 256;
-/** At most this many shapes are compiled per prototype kind; later ones go generic. */
+/** Objects with a key longer than this are copied generically (the key would be in the code twice). */
+export const MAX_SHAPE_KEY_LENGTH = 256;
+/** At most this many shapes are compiled in a process; later ones go generic. */
 export const MAX_SHAPES = 1024;
+/** At most this many characters of code are generated for shapes in a process. */
+export const MAX_SHAPE_SOURCE = 2 * 1024 * 1024;
+/**
+ * Key lists seen once that are remembered (to compile the second
+ * sighting), and their characters; past either, they are forgotten.
+ */
+const MAX_SEEN_ONCE = 4096;
+const MAX_SEEN_ONCE_CHARS = 1024 * 1024;
 
+/**
+ * The shapes by their keys joined with `"\u0000"` (a key may contain it:
+ * a hit is compared with the keys), one map per prototype kind.
+ */
 const byKeys = [new Map<string, Shape>(), new Map<string, Shape>()];
+/** Joined key lists seen once, not compiled yet, one set per prototype kind. */
+const seenOnce = [new Set<string>(), new Set<string>()];
+let seenOnceChars = 0;
+let compiled = 0;
+let sourceChars = 0;
 
 /**
  * The compiled copy for objects with exactly `keys` (from `Object.keys`) and
@@ -56,15 +83,41 @@ export function shapeOf(
   onError: (error: unknown, key: string) => never,
 ): Shape | undefined {
   if (keys.length > MAX_SHAPE_KEYS) return undefined;
+  // Before the keys are joined: a key of 50 million characters costs nothing here.
+  for (let i = 0; i < keys.length; i++) if (keys[i].length > MAX_SHAPE_KEY_LENGTH) return undefined;
   const map = byKeys[nullPrototype ? 1 : 0];
   const id = keys.join("\u0000");
-  let shape = map.get(id);
-  if (shape === undefined) {
-    if (map.size >= MAX_SHAPES || keys.includes("__proto__")) return undefined;
-    shape = { keys: keys.slice(), nullPrototype, copy: compile(keys, nullPrototype, onError) };
-    map.set(id, shape);
+  const shape = map.get(id);
+  if (shape !== undefined) return sameKeys(keys, nullPrototype, shape) ? shape : undefined;
+  if (compiled >= MAX_SHAPES || sourceChars >= MAX_SHAPE_SOURCE) return undefined;
+  if (keys.includes("__proto__")) return undefined;
+  const seen = seenOnce[nullPrototype ? 1 : 0];
+  if (!seen.has(id)) {
+    if (seen.size >= MAX_SEEN_ONCE || seenOnceChars >= MAX_SEEN_ONCE_CHARS) {
+      for (const set of seenOnce) set.clear();
+      seenOnceChars = 0;
+    }
+    seen.add(id);
+    seenOnceChars += id.length;
+    return undefined;
   }
-  return shape;
+  seen.delete(id);
+  const source = shapeSource(keys, nullPrototype);
+  if (sourceChars + source.length > MAX_SHAPE_SOURCE) {
+    // The budget is spent (what is left would not be worth building sources for).
+    sourceChars = MAX_SHAPE_SOURCE;
+    return undefined;
+  }
+  sourceChars += source.length;
+  compiled++;
+  const own = keys.slice();
+  const made: Shape = {
+    keys: own,
+    nullPrototype,
+    copy: new Function("keys", "onError", source)(own, onError) as ShapeCopy,
+  };
+  map.set(id, made);
+  return made;
 }
 
 /** Whether `keys` are exactly the shape's keys (interned strings: cheap). */
@@ -76,13 +129,24 @@ export function sameKeys(keys: readonly string[], nullPrototype: boolean, shape:
   return true;
 }
 
-function compile(
-  keys: readonly string[],
-  nullPrototype: boolean,
-  onError: (error: unknown, key: string) => never,
-): ShapeCopy {
+/** How many shapes were compiled, and how much code: for tests and diagnostics. */
+export function shapeStats(): { compiled: number; sourceChars: number } {
+  return { compiled, sourceChars };
+}
+
+/**
+ * Forgets every shape and the budgets spent (for tests: the compiled code
+ * itself stays in V8's cache).
+ */
+export function forgetShapes(): void {
+  for (const map of byKeys) map.clear();
+  for (const set of seenOnce) set.clear();
+  compiled = sourceChars = seenOnceChars = 0;
+}
+
+function shapeSource(keys: readonly string[], nullPrototype: boolean): string {
   const names = keys.map((key) => JSON.stringify(key));
-  const lines = [
+  return [
     `"use strict";`,
     `return function copy(input, visit, depth, ancestors, sink) {`,
     // Every value is read once, before any is visited (as a spread would).
@@ -99,6 +163,5 @@ function compile(
     `    onError(error, keys[at]);`,
     `  }`,
     `};`,
-  ];
-  return new Function("keys", "onError", lines.join("\n"))(keys.slice(), onError) as ShapeCopy;
+  ].join("\n");
 }

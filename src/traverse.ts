@@ -15,9 +15,17 @@ import { isTypedArray, type TypedArray } from "./dtype.ts";
 import { Tensor } from "./tensor.ts";
 import { tensorData } from "./tensor_internals.ts";
 import { isDetached, isOutOfBounds } from "./tensor_args.ts";
-import { sameKeys, type Shape, shapeOf, type VisitChild } from "./object_shapes.ts";
+import { forgetShapes, sameKeys, type Shape, shapeOf, type VisitChild } from "./object_shapes.ts";
 import { formatPath, pathKey, WalkError } from "./walk_error.ts";
-import { type CompiledPlan, compilePlan, type PlanHooks, planOf } from "./walk_plan.ts";
+import {
+  type CompiledPlan,
+  compilePlan,
+  forgetPlanCode,
+  type PlanHooks,
+  type PlanNode,
+  planOf,
+  sameStructure,
+} from "./walk_plan.ts";
 
 /** A tensor leaf of the input. */
 export type Leaf = TypedArray | Tensor;
@@ -115,16 +123,39 @@ const VALIDATE_ONLY: LeafSink = { add: (leaf) => leaf };
 const plans: CompiledPlan[] = [];
 /** At most this many plans are kept. */
 const MAX_PLANS = 4;
-/** Walks in a row that no plan fully covered. */
-let uncoveredWalks = 0;
-/** Uncovered walks to let pass before compiling again, and the next such wait. */
+/**
+ * The structures (plan nodes) of recent walks no plan covered, most recent
+ * first: a structure is compiled when it comes again, so a structure seen
+ * once (keys made per step) costs a look and no compile.
+ */
+const candidates: PlanNode[] = [];
+const MAX_CANDIDATES = 4;
+/**
+ * Uncovered walks to let pass before the next look (the plan node of the
+ * output, compared with the candidates), and the next such wait: it
+ * doubles while looks find no repeated structure, and is reset by one that
+ * does.
+ */
+let lookWait = 0;
+let nextLookWait = 0;
+const MAX_LOOK_WAIT = 16;
+/**
+ * Repeated structures to let pass before the next compile, and the next
+ * such wait: it doubles with each compile, and is reset only when a plan
+ * compiled since pays off (covers {@linkcode PAID_OFF} walks), once per
+ * plan: walks covered by a plan that paid off long ago reset nothing.
+ */
 let compileWait = 0;
-let nextCompileWait = 1;
+let nextCompileWait = 0;
 const MAX_COMPILE_WAIT = 1024;
+/** Covered walks after which a plan has paid for its compile. */
+const PAID_OFF = 64;
+/** Whether walks use compiled code (plans and shapes); tests turn it off for the generic walk. */
+let compiledWalks = true;
 
 /** The most recent plan whose first levels match `root`. */
 function planFor(root: unknown): CompiledPlan | undefined {
-  if (typeof root !== "object" || root === null) return undefined;
+  if (typeof root !== "object" || root === null || !compiledWalks) return undefined;
   for (let p = 0; p < plans.length; p++) {
     const plan = plans[p];
     if (!plan.matchesRoot(root)) continue;
@@ -135,30 +166,44 @@ function planFor(root: unknown): CompiledPlan | undefined {
 }
 
 /**
- * Compiles the structure just walked once two walks in a row were not
- * covered by a plan (a one-off copy compiles nothing). While no compiled
- * plan covers a walk (structures keep changing), each compile waits for
- * twice as many uncovered walks as the one before.
+ * After a walk: counts a plan's covered walk, or looks at the structure of
+ * an uncovered one (see `candidates`, `lookWait`, `compileWait`).
  */
 function afterWalk(plan: CompiledPlan | undefined, output: unknown): void {
   if (plan !== undefined && plan.misses === 0) {
-    uncoveredWalks = compileWait = 0;
-    nextCompileWait = 1;
+    if (++plan.covered === PAID_OFF) compileWait = nextCompileWait = 0;
     return;
   }
-  if (++uncoveredWalks < 2) return;
-  if (compileWait > 0) {
-    compileWait--;
+  if (!compiledWalks) return;
+  if (lookWait > 0) {
+    lookWait--;
     return;
   }
   const node = planOf(output, PLAN_HOOKS);
   if (node.kind !== "array" && node.kind !== "object") return;
-  plans.unshift(compilePlan(node, PLAN_HOOKS));
-  compiled++;
-  if (plans.length > MAX_PLANS) plans.length = MAX_PLANS;
-  uncoveredWalks = 0;
-  compileWait = nextCompileWait;
-  nextCompileWait = Math.min(2 * nextCompileWait, MAX_COMPILE_WAIT);
+  for (let c = 0; c < candidates.length; c++) {
+    const same = sameStructure(candidates[c], node);
+    if (same === undefined) continue;
+    lookWait = nextLookWait = 0;
+    if (compileWait > 0) {
+      compileWait--;
+      candidates[c] = same;
+      return;
+    }
+    candidates.splice(c, 1);
+    compileWait = nextCompileWait;
+    nextCompileWait = Math.min(Math.max(1, 2 * nextCompileWait), MAX_COMPILE_WAIT);
+    const compiledPlan = compilePlan(same, PLAN_HOOKS);
+    if (compiledPlan === undefined) return;
+    plans.unshift(compiledPlan);
+    compiled++;
+    if (plans.length > MAX_PLANS) plans.length = MAX_PLANS;
+    return;
+  }
+  candidates.unshift(node);
+  if (candidates.length > MAX_CANDIDATES) candidates.length = MAX_CANDIDATES;
+  lookWait = nextLookWait;
+  nextLookWait = Math.min(Math.max(1, 2 * nextLookWait), MAX_LOOK_WAIT);
 }
 
 let compiled = 0;
@@ -167,10 +212,12 @@ let lastMisses = 0;
 
 /** How walks used plans: for tests and diagnostics. */
 export interface PlanStats {
-  /** Plans compiled since the process started. */
+  /** Plans compiled since the process started (a plan's code may be reused: see walk_plan.ts). */
   compiled: number;
   /** Plans kept now. */
   kept: number;
+  /** Structures seen once, kept to be compiled if they come again. */
+  candidates: number;
   /** Whether the last walk that completed ran a plan. */
   lastPlanned: boolean;
   /** Values of that walk that did not match the plan (handed to the generic walk). */
@@ -179,7 +226,7 @@ export interface PlanStats {
 
 /** How walks used plans so far. */
 export function planStats(): PlanStats {
-  return { compiled, kept: plans.length, lastPlanned, lastMisses };
+  return { compiled, kept: plans.length, candidates: candidates.length, lastPlanned, lastMisses };
 }
 
 /**
@@ -196,11 +243,32 @@ export function disposeByPlan(
   return plan === undefined ? undefined : plan.dispose(value, [], rest);
 }
 
-/** Drops every compiled plan: the next walk is generic (tests compare the two). */
+/** Drops every compiled plan and candidate and resets the waits: the next walk is generic. */
 export function forgetPlans(): void {
-  plans.length = 0;
-  uncoveredWalks = compileWait = 0;
-  nextCompileWait = 1;
+  plans.length = candidates.length = 0;
+  lookWait = nextLookWait = 0;
+  compileWait = nextCompileWait = 0;
+}
+
+/**
+ * For tests: forgets the plans and the object shapes, their code and the
+ * budgets spent, so that long test runs keep compiling (V8 still keeps
+ * the code).
+ */
+export function resetCompiledWalks(): void {
+  forgetPlans();
+  forgetPlanCode();
+  forgetShapes();
+  lastShapes.fill(undefined);
+}
+
+/**
+ * For tests: whether walks (and `disposeAll`) use compiled code, plans
+ * and object shapes; off, every walk is the generic walk, the reference
+ * the compiled ones are compared with. What was compiled is kept.
+ */
+export function useCompiledWalks(enabled: boolean): void {
+  compiledWalks = enabled;
 }
 
 /**
@@ -377,6 +445,7 @@ const lastShapes: (Shape | undefined)[] = new Array(SHAPE_DEPTHS);
  * there is tried first (a few pointer comparisons).
  */
 function shapeAt(depth: number, names: string[], nullPrototype: boolean): Shape | undefined {
+  if (!compiledWalks) return undefined;
   const last = lastShapes[depth];
   if (last !== undefined && sameKeys(names, nullPrototype, last)) return last;
   const shape = shapeOf(names, nullPrototype, rethrowUnder);
@@ -421,6 +490,17 @@ export function visitByKeys(input: unknown[]): boolean {
 }
 
 /**
+ * The array index a key names, or -1 for a named property: only the
+ * canonical form of an integer below 2^32 - 1 is an index (`"7"`, not
+ * `"07"`, `"7.0"`, `" 7"`, `"+7"`, `"0x7"`, `"7e0"`, `"-0"`, `""` or
+ * `"-1"`, which `Number` also reads as integers).
+ */
+export function arrayIndex(key: string): number {
+  const i = Number(key);
+  return i >= 0 && i < 4294967295 && Number.isInteger(i) && String(i) === key ? i : -1;
+}
+
+/**
  * Walks a holey array by its keys (one element at index 1e9 is one visit,
  * not a billion), filling `output` at the same indices.
  */
@@ -431,8 +511,8 @@ function visitHoley(
   walker: { ancestors: object[]; sink: LeafSink },
 ): void {
   for (const key of Object.keys(input)) {
-    const i = Number(key);
-    if (!Number.isInteger(i)) continue;
+    const i = arrayIndex(key);
+    if (i < 0) continue;
     try {
       output[i] = visit(input[i], depth + 1, walker.ancestors, walker.sink);
     } catch (error) {

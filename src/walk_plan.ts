@@ -19,6 +19,14 @@
  * value reaches, still finds every cycle (a cycle is infinite, a plan is
  * not, so the cycle's path leaves the plan).
  *
+ * Compiling is bounded: V8 keeps the code of every distinct `new Function`
+ * source for the life of the process, so a plan's code is kept by its
+ * source (a structure compiled again reuses it), keys longer than
+ * {@linkcode MAX_PLAN_KEY_LENGTH} are never compiled, a plan whose code
+ * would pass {@linkcode MAX_PLAN_SOURCE} characters is not compiled, and
+ * past {@linkcode MAX_PLANS_SOURCE} characters of distinct code in the
+ * process nothing new is compiled: the generic walk handles the rest.
+ *
  * @module
  */
 
@@ -56,6 +64,8 @@ export interface CompiledPlan {
   matchesRoot(root: unknown): boolean;
   /** Misses of the runs so far (reset by the caller). */
   misses: number;
+  /** Walks the plan covered without a miss (counted by the caller). */
+  covered: number;
 }
 
 /**
@@ -90,11 +100,20 @@ const GENERIC: PlanNode = { kind: "generic" };
 export const MAX_PLAN_DEPTH = 24;
 /** Objects with more keys than this are left to the generic walk. */
 export const MAX_PLAN_KEYS = 256;
+/** Objects with a key longer than this are left to the generic walk (the key is in the code). */
+export const MAX_PLAN_KEY_LENGTH = 256;
 /**
- * The size of the largest plan compiled: containers plus object keys (the
- * generated code grows with both); past it, the rest is left generic.
+ * The size of the largest plan compiled: containers plus object keys, and
+ * one more per {@linkcode KEY_CHARS_PER_UNIT} characters of keys (the
+ * generated code grows with all three); past it, the rest is left generic.
  */
 export const MAX_PLAN_SIZE = 4096;
+/** Characters of keys that count as one unit of a plan's size. */
+export const KEY_CHARS_PER_UNIT = 32;
+/** A plan whose generated code is longer than this is not compiled. */
+export const MAX_PLAN_SOURCE = 4 * 1024 * 1024;
+/** Characters of distinct plan code compiled in a process, past which nothing new is compiled. */
+export const MAX_PLANS_SOURCE = 16 * 1024 * 1024;
 
 /**
  * The plan of a walk's output: its containers (arrays, plain objects) are
@@ -126,8 +145,14 @@ export function planOf(
       return { kind: "array", element };
     }
     const keys = Object.keys(value);
-    if (keys.length > MAX_PLAN_KEYS || keys.includes("__proto__")) return GENERIC;
-    if ((budget -= 1 + keys.length) < 0) return GENERIC;
+    if (keys.length > MAX_PLAN_KEYS) return GENERIC;
+    let size = 1 + keys.length;
+    for (let i = 0; i < keys.length; i++) {
+      const length = keys[i].length;
+      if (length > MAX_PLAN_KEY_LENGTH || keys[i] === "__proto__") return GENERIC;
+      size += Math.ceil(length / KEY_CHARS_PER_UNIT);
+    }
+    if ((budget -= size) < 0) return GENERIC;
     const record = value as Record<string, unknown>;
     const values = keys.map((key) => node(record[key], depth + 1));
     return { kind: "object", keys, nullPrototype: proto === null, values };
@@ -158,6 +183,32 @@ function merge(a: PlanNode, b: PlanNode): PlanNode {
   return GENERIC;
 }
 
+/**
+ * The node of two walks' structures where they are the same (an empty
+ * array's elements match any elements): the plan of it covers both. Else
+ * undefined.
+ */
+export function sameStructure(a: PlanNode, b: PlanNode): PlanNode | undefined {
+  if (a === b || b.kind === "none") return a;
+  if (a.kind === "none") return b;
+  if (a.kind === "array" && b.kind === "array") {
+    const element = sameStructure(a.element, b.element);
+    if (element === undefined) return undefined;
+    return element === a.element ? a : { kind: "array", element };
+  }
+  if (a.kind === "object" && b.kind === "object") {
+    if (!sameKeys(a, b)) return undefined;
+    let values: PlanNode[] | undefined;
+    for (let i = 0; i < a.values.length; i++) {
+      const value = sameStructure(a.values[i], b.values[i]);
+      if (value === undefined) return undefined;
+      if (value !== a.values[i]) (values ??= a.values.slice())[i] = value;
+    }
+    return values ? { ...a, values } : a;
+  }
+  return a.kind === b.kind ? a : undefined;
+}
+
 function sameKeys(
   a: { keys: readonly string[]; nullPrototype: boolean },
   b: { keys: readonly string[]; nullPrototype: boolean },
@@ -170,8 +221,10 @@ function sameKeys(
 /**
  * Compiles `root` into one function. Each node becomes inline code that
  * checks the value and builds its output, or calls the generic walk.
+ * Undefined where the code would be longer than {@linkcode MAX_PLAN_SOURCE}
+ * or pass the process's {@linkcode MAX_PLANS_SOURCE}.
  */
-export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
+export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | undefined {
   const keyLists: (readonly string[])[] = [];
   let names = 0;
   const fresh = (prefix: string) => `${prefix}${names++}`;
@@ -183,14 +236,27 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
 
   // Emits the check that `v` is a plain object with exactly the node's
   // keys, in order, into a new variable, and returns its name.
-  const objectCheck = (node: ObjectNode, v: string, indent: string) => {
+  // `unlessClean`: the last key's check is skipped while the variable
+  // `clean` says Object.prototype has no enumerable key (see `run`).
+  const objectCheck = (node: ObjectNode, v: string, indent: string, unlessClean: boolean) => {
     const k = keyLists.push(node.keys) - 1;
     const j = fresh("j"), key = fresh("k"), ok = fresh("ok");
     const proto = node.nullPrototype ? "null" : "ObjectPrototype";
+    const n = node.keys.length;
     // Exact own keys in order, without allocating: for-in lists own
     // enumerable string keys in Object.keys order, then inherited
-    // enumerable ones (none on Object.prototype, unless it was changed:
-    // then no object matches, and the generic walk runs).
+    // enumerable ones (none on Object.prototype, unless it was changed).
+    // The inherited ones come last: where the last key listed is own,
+    // every key listed is.
+    const own = `hasOwnProperty.call(${v}, K${k}[${n - 1}])`;
+    // (A key whose inherited value is undefined disposes nothing: the
+    // disposal checks only keys Object.prototype has a value for.)
+    const inherited = `ObjectPrototype[${JSON.stringify(node.keys[n - 1])}] !== undefined`;
+    const ownLast = node.nullPrototype || n === 0
+      ? ""
+      : unlessClean
+      ? ` || (!clean && !${own})`
+      : ` || (${inherited} && !${own})`;
     lines.push(
       `${indent}let ${ok} = typeof ${v} === "object" && ${v} !== null && getPrototypeOf(${v}) === ${proto};`,
       `${indent}if (${ok}) {`,
@@ -199,7 +265,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
       `${indent}    if (${key} !== K${k}[${j}]) { ${ok} = false; break; }`,
       `${indent}    ${j}++;`,
       `${indent}  }`,
-      `${indent}  if (${j} !== ${node.keys.length}) ${ok} = false;`,
+      `${indent}  if (${j} !== ${n}${ownLast}) ${ok} = false;`,
       `${indent}}`,
     );
     return ok;
@@ -251,7 +317,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
         return;
       }
       case "object": {
-        const ok = objectCheck(node, v, indent);
+        const ok = objectCheck(node, v, indent, true);
         lines.push(`${indent}if (${ok}) {`, `${indent}  anc[${depth}] = ${v};`);
         // Every value is read before any is visited, as the generic walk does.
         const values = node.keys.map(() => fresh("v"));
@@ -305,7 +371,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
         return;
       }
       case "object": {
-        const ok = objectCheck(node, v, indent);
+        const ok = objectCheck(node, v, indent, false);
         lines.push(`${indent}if (${ok}) {`, `${indent}  anc[${depth}] = ${v};`);
         node.keys.forEach((name, i) => {
           const value = fresh("v");
@@ -318,31 +384,61 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
     }
   };
 
-  lines.push(`"use strict";`, `function run(root, anc, sink) {`, `  let result, d;`);
+  // Whether Object.prototype has an enumerable key is checked once a run
+  // (its objects then need no check of their own each): before, and after
+  // the run, since a getter (or proxy) of the input could add one midway,
+  // and then the run's output cannot be trusted. A disposal cannot be
+  // undone: it checks each object whose last key Object.prototype has a
+  // value for (a cheap load that finds nothing, as a rule).
+  lines.push(
+    `"use strict";`,
+    `function run(root, anc, sink) {`,
+    `  let result, d;`,
+    `  const clean = noInheritedKeys();`,
+  );
   emit(root, "root", 0, "result", "  ");
-  lines.push(`  return result;`, `}`, `function dispose(root, anc, rest) {`);
+  lines.push(
+    `  if (clean && !noInheritedKeys()) inheritedKeysAdded();`,
+    `  return result;`,
+    `}`,
+    `function dispose(root, anc, rest) {`,
+  );
   emitDispose(root, "root", 0, "  ");
   lines.push(`  return true;`, `}`, `return { run, dispose };`);
-  const constants = keyLists.map((_, k) => `K${k}`);
+  const source = lines.join("\n");
+  let factory = factories.get(source);
+  if (factory === undefined) {
+    if (source.length > MAX_PLAN_SOURCE || sourceChars + source.length > MAX_PLANS_SOURCE) {
+      return undefined;
+    }
+    sourceChars += source.length;
+    const constants = keyLists.map((_, k) => `K${k}`);
+    factory = new Function(
+      "plan",
+      "visit",
+      "visitCounting",
+      "leafData",
+      "isHoley",
+      "isLeafArray",
+      "Leaf",
+      "getPrototypeOf",
+      "ObjectPrototype",
+      "hasOwnProperty",
+      "noInheritedKeys",
+      "inheritedKeysAdded",
+      ...constants,
+      source,
+    ) as PlanFactory;
+    factories.set(source, factory);
+  }
   const plan: CompiledPlan = {
     run: undefined as unknown as CompiledPlan["run"],
     dispose: undefined as unknown as CompiledPlan["dispose"],
     matchesRoot: rootCheck(root),
     misses: 0,
+    covered: 0,
   };
-  const compiled = new Function(
-    "plan",
-    "visit",
-    "visitCounting",
-    "leafData",
-    "isHoley",
-    "isLeafArray",
-    "Leaf",
-    "getPrototypeOf",
-    "ObjectPrototype",
-    ...constants,
-    lines.join("\n"),
-  )(
+  const compiled = factory(
     plan,
     hooks.visit,
     visitCounting(hooks.visit),
@@ -352,11 +448,50 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan {
     hooks.leafClass,
     Object.getPrototypeOf,
     Object.prototype,
+    Object.prototype.hasOwnProperty,
+    noInheritedKeys,
+    inheritedKeysAdded,
     ...keyLists,
   );
   plan.run = compiled.run;
   plan.dispose = compiled.dispose;
   return plan;
+}
+
+/** What `new Function` made of a plan's code: given the plan and its hooks, its two functions. */
+type PlanFactory = (...args: unknown[]) => Pick<CompiledPlan, "run" | "dispose">;
+
+/**
+ * The compiled code of each plan by its source: a structure compiled again
+ * (its plan dropped from the kept ones, then walked again) reuses it.
+ * Bounded by {@linkcode MAX_PLANS_SOURCE}.
+ */
+const factories = new Map<string, PlanFactory>();
+/** Characters of the code in `factories`. */
+let sourceChars = 0;
+
+/** How much plan code was compiled: distinct plans, and their characters. */
+export function planCodeStats(): { distinct: number; sourceChars: number } {
+  return { distinct: factories.size, sourceChars };
+}
+
+/** Forgets the compiled code and the budget spent (for tests: V8's cache keeps the code). */
+export function forgetPlanCode(): void {
+  factories.clear();
+  sourceChars = 0;
+}
+
+/** Whether Object.prototype (the prototype of every plain object a plan reads) has no enumerable key. */
+function noInheritedKeys(): boolean {
+  for (const _ in Object.prototype) return false;
+  return true;
+}
+
+/** A plan's run saw Object.prototype get an enumerable key midway: its output cannot be trusted. */
+function inheritedKeysAdded(): never {
+  throw new TypeError(
+    "Cannot copy a structure whose getters change Object.prototype: an enumerable property was added to it during the walk",
+  );
 }
 
 /**
@@ -392,7 +527,9 @@ function rootCheck(root: PlanNode): (value: unknown) => boolean {
       if (proto !== (node.nullPrototype ? null : Object.prototype)) return false;
       let j = 0;
       for (const key in value) if (key !== node.keys[j++]) return false;
-      return j === node.keys.length;
+      // Inherited keys come last in for-in (see `objectCheck` in compilePlan).
+      return j === node.keys.length &&
+        (j === 0 || node.nullPrototype || Object.hasOwn(value, node.keys[j - 1]));
     }
     if (levels > 0) return false;
     if (node.kind !== "leaf") return true;

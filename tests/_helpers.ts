@@ -27,3 +27,39 @@ export function sparseArray(entries: [number, unknown][], limit = 100): unknown[
   );
   return array;
 }
+
+/** What `new Function` compiled while a callback ran. */
+export interface Compiles<T> {
+  /** The callback's result. */
+  result: T;
+  /** Calls of `Function` (with or without `new`). */
+  count: number;
+  /** Characters of the function bodies, all together and the longest. */
+  sourceChars: number;
+  longest: number;
+}
+
+/**
+ * Runs `run` with the global `Function` replaced by one that counts what
+ * it compiles (the walk's compiled code is made by `new Function`), then
+ * puts the original back. Black-box: it counts for any version of the code.
+ */
+export function countingCompiles<T>(run: () => T): Compiles<T> {
+  const original = globalThis.Function;
+  let count = 0;
+  let sourceChars = 0;
+  let longest = 0;
+  const counting = function (...args: string[]) {
+    const body = String(args.at(-1) ?? "");
+    count++;
+    sourceChars += body.length;
+    longest = Math.max(longest, body.length);
+    return original(...args);
+  };
+  globalThis.Function = counting as unknown as FunctionConstructor;
+  try {
+    return { result: run(), count, sourceChars, longest };
+  } finally {
+    globalThis.Function = original;
+  }
+}

@@ -161,3 +161,18 @@ Deno.test("disposeAll() of a copy's result never disposes the caller's tensors, 
   }
   assert.deepEqual([...boxes.toTypedArray()], [1, 2, 3, 4]);
 });
+
+Deno.test("disposeAll() disposes a long holey array's elements, not its named properties, as for a dense array", () => {
+  for (const name of ["", "-1", "1e3", "0x10", "x"]) {
+    const element = Tensor.from(new Float32Array(1));
+    const named = Tensor.from(new Float32Array(1));
+    const holey: unknown[] = [];
+    holey[70_000] = element;
+    (holey as unknown as Record<string, unknown>)[name] = named;
+    const dense = [element];
+    (dense as unknown as Record<string, unknown>)[name] = named;
+    disposeAll(dense);
+    disposeAll({ rows: holey });
+    assert.deepEqual([element.disposed, named.disposed], [true, false], JSON.stringify(name));
+  }
+});

@@ -211,3 +211,19 @@ Deno.test("a holey array is walked by its elements, not by its length", () => {
   assert.deepEqual(output[1e9], { leaf: new Float32Array(2) });
   assert.equal(0 in output, false);
 });
+
+Deno.test("a long holey array's named properties are not indices: each index is visited once, holes stay holes", () => {
+  // Named properties that Number() reads as integers; none is an array index.
+  const names = ["", "-0", "0x10", " 5", "+3", "1e3", "-1", "07", "1.0", "4294967295"];
+  for (const name of names) {
+    const elements = [0, 3, 5, 16, 70_000].map((i) => [i, new Float32Array([i])] as const);
+    const holey: unknown[] = [];
+    for (const [i, leaf] of elements) holey[i] = leaf;
+    (holey as unknown as Record<string, unknown>)[name] = new Int8Array(1);
+    const leaves = collectLeaves(holey);
+    assert.deepEqual(leaves, elements.map(([, leaf]) => leaf), JSON.stringify(name));
+    const output = walk(holey, { add: (leaf) => leaf }) as unknown[];
+    assert.equal(output.length, 70_001);
+    assert.deepEqual(Object.keys(output), ["0", "3", "5", "16", "70000"], JSON.stringify(name));
+  }
+});

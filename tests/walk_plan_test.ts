@@ -1,9 +1,16 @@
 import assert from "node:assert/strict";
 import { forgetPlans, MAX_DEPTH, planStats, visitByKeys, walk } from "../src/traverse.ts";
-import { MAX_PLAN_DEPTH, MAX_PLAN_SIZE, planOf } from "../src/walk_plan.ts";
+import {
+  MAX_PLAN_DEPTH,
+  MAX_PLAN_SIZE,
+  MAX_PLAN_SOURCE,
+  planCodeStats,
+  planOf,
+} from "../src/walk_plan.ts";
 import { Tensor } from "../src/tensor.ts";
+import { disposeAll } from "../src/dispose.ts";
 import { createBatchMetaData, random } from "../examples/reference_batch.ts";
-import { sparseArray } from "./_helpers.ts";
+import { countingCompiles, sparseArray } from "./_helpers.ts";
 
 /** One stand-in tensor per TypedArray leaf, the same in every walk (as a copy's outputs are tensors). */
 const standIns = new WeakMap<object, Tensor>();
@@ -204,6 +211,71 @@ Deno.test("an enumerable key on Object.prototype makes objects miss, and the res
   }
 });
 
+Deno.test("an inherited enumerable key never stands in for an own key of a plan's object", () => {
+  const t = () => Tensor.from(new Float32Array(1));
+  const object = (a: Tensor, b?: Tensor) => (b ? { a, b } : { a });
+  // The object at the root, and past the check of a plan's first levels:
+  // after an element that has its own `b`, under a null-prototype root.
+  const shapes = [
+    object,
+    (a: Tensor, b?: Tensor) => [{ a: t(), b: t() }, object(a, b)],
+    (a: Tensor, b?: Tensor) => Object.assign(Object.create(null), { rows: [object(a, b)] }),
+  ];
+  const inherited = t();
+  for (const shape of shapes) {
+    forgetPlans();
+    record(shape(t(), t()));
+    record(shape(t(), t()));
+    Object.defineProperty(Object.prototype, "b", {
+      value: inherited,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+    try {
+      const input = shape(t());
+      const actual = record(input);
+      disposeAll(shape(t()));
+      assert.equal(inherited.disposed, false, "disposed by disposeAll");
+      const expected = generic(input);
+      assertSameOutput(actual.output, expected.output);
+      assert.equal(actual.leaves.length, expected.leaves.length);
+    } finally {
+      delete (Object.prototype as Record<string, unknown>).b;
+    }
+  }
+});
+
+Deno.test("a getter that adds an enumerable key to Object.prototype midway never gets the inherited value copied", () => {
+  const t = () => Tensor.from(new Float32Array(1));
+  forgetPlans();
+  record([{ a: t(), b: t() }, { a: t(), b: t() }]);
+  record([{ a: t(), b: t() }, { a: t(), b: t() }]);
+  const inherited = t();
+  const polluting = {
+    get a() {
+      Object.defineProperty(Object.prototype, "b", {
+        value: inherited,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
+      return 1;
+    },
+    b: t(),
+  };
+  try {
+    // The second object has only `a` of its own: a plan that took the
+    // inherited `b` for its own would copy `inherited`.
+    assert.throws(() => record([polluting, { a: t() }]), {
+      name: "TypeError",
+      message: /^Cannot copy a structure whose getters change Object\.prototype/,
+    });
+  } finally {
+    delete (Object.prototype as Record<string, unknown>).b;
+  }
+});
+
 Deno.test("a subtree shared by a planned and an unplanned position is no cycle", () => {
   const shared = { x: Tensor.from(new Float32Array(1)) };
   const template = { a: 1, b: { c: { d: 1 } } };
@@ -292,13 +364,103 @@ Deno.test("a planned walk reads each value once, as the generic walk does", () =
   assert.equal(reads, 2);
 });
 
-Deno.test("structures that change on every walk are compiled ever more rarely", () => {
+Deno.test("structures that change on every walk are never compiled; one that comes again is", () => {
   forgetPlans();
   const before = planStats().compiled;
   for (let i = 0; i < 200; i++) record({ [`key${i}`]: new Float32Array(1) });
-  const compiled = planStats().compiled - before;
-  assert.ok(compiled >= 2 && compiled <= 10, `${compiled} plans compiled for 200 walks`);
+  assert.equal(planStats().compiled - before, 0);
+  assert.ok(planStats().candidates <= 4 && planStats().kept === 0);
+  // Looks grew rarer (one per 16 uncovered walks at most); a repeated
+  // structure is still compiled at its second look.
+  const repeated = { again: new Float32Array(1) };
+  let walks = 0;
+  while (planStats().compiled === before && walks++ < 200) record(repeated);
+  assert.ok(walks <= 2 * 16 + 2, `${walks} walks`);
+});
+
+Deno.test("walks of objects keyed per step compile nothing per step: compiles stay bounded", () => {
+  forgetPlans();
+  const batch = createBatchMetaData(4);
+  const image = new Float32Array(4);
+  const label = new Int32Array(1);
+  const before = planStats().compiled;
+  const compiles = countingCompiles(() => {
+    for (let step = 0; step < 3000; step++) {
+      record(batch);
+      record({ [`img${step}`]: image, meta: { n: step } });
+      record({ [`label${step}`]: label });
+    }
+  });
+  // The batch's plan and the shapes of its objects, once; nothing per step.
+  assert.ok(compiles.count <= 20, `${compiles.count} compiles in 3000 steps`);
+  assert.ok(planStats().compiled - before <= 2, `${planStats().compiled - before} plans`);
   assert.ok(planStats().kept <= 4);
+  record(batch);
+  assert.deepEqual([planStats().lastPlanned, planStats().lastMisses], [true, 0]);
+});
+
+Deno.test("a structure that comes again twice in a row per step is compiled ever more rarely", () => {
+  forgetPlans();
+  const before = planStats().compiled;
+  for (let step = 0; step < 3000; step++) {
+    const input = { [`twice${step}`]: new Float32Array(1) };
+    record(input);
+    record(input);
+  }
+  const compiled = planStats().compiled - before;
+  assert.ok(compiled >= 2 && compiled <= 20, `${compiled} plans compiled in 3000 steps`);
+});
+
+Deno.test("a very long key is never compiled: its object is copied generically", () => {
+  const key = "k".repeat(1_000_000);
+  const t = Tensor.from(new Float32Array(1));
+  forgetPlans();
+  const compiles = countingCompiles(() => {
+    let output: unknown;
+    for (let i = 0; i < 4; i++) output = record([{ [key]: t, a: 1 }, { [key]: t, a: 2 }]).output;
+    return output;
+  });
+  assert.ok(compiles.sourceChars < 100_000, `${compiles.sourceChars} characters compiled`);
+  const output = compiles.result as Record<string, unknown>[];
+  assert.deepEqual(Object.keys(output[1]), [key, "a"]);
+  assert.ok(output[1][key] instanceof Tensor);
+});
+
+Deno.test("a plan's code stays within MAX_PLAN_SOURCE however long its keys (the rest is generic)", () => {
+  const t = Tensor.from(new Float32Array(1));
+  // 40 objects of 100 keys of 256 characters (within MAX_PLAN_KEYS and the
+  // key length bound): 4041 containers and keys, 1 MB of keys.
+  const input = Object.fromEntries(
+    Array.from({ length: 40 }, (_, o) => [
+      `o${o}`,
+      Object.fromEntries(
+        Array.from({ length: 100 }, (_, k) => [`${o}_${k}_`.padEnd(256, "k"), t]),
+      ),
+    ]),
+  );
+  forgetPlans();
+  const compiles = countingCompiles(() => {
+    for (let i = 0; i < 3; i++) record(input);
+  });
+  assert.ok(compiles.longest <= MAX_PLAN_SOURCE, `${compiles.longest} characters in one function`);
+  assertPlannedIsGeneric(input, input);
+});
+
+Deno.test("a structure compiled again reuses its plan's code", () => {
+  const t = Tensor.from(new Float32Array(1));
+  const input = { reused: [{ a: t }] };
+  forgetPlans();
+  record(input);
+  record(input);
+  const before = planCodeStats();
+  forgetPlans();
+  const compiles = countingCompiles(() => {
+    record(input);
+    record(input);
+  });
+  assert.equal(planStats().kept, 1);
+  assert.equal(compiles.count, 0);
+  assert.deepEqual(planCodeStats(), before);
 });
 
 /** What planOf needs of the hooks: tensors are leaves, no array is holey. */
