@@ -20,7 +20,7 @@
 export { startCopy } from "./src/start_copy.ts";
 export { prefetch } from "./src/prefetch.ts";
 export type { PrefetchOptions } from "./src/prefetch.ts";
-export { BACKGROUND_MIN_BYTES, WORKER_MIN_BYTES } from "./src/staging/background.ts";
+export { BACKGROUND_MIN_BYTES } from "./src/staging/background.ts";
 export type {
   CopyResult,
   HasMethods,
@@ -28,7 +28,7 @@ export type {
   OpaqueObject,
   PassesThrough,
 } from "./src/start_copy.ts";
-export { AsyncCopyHandle } from "./src/copy_handle.ts";
+export type { AsyncCopyHandle } from "./src/copy_handle.ts";
 export type { CopyStats } from "./src/copy_handle.ts";
 export type { StartCopyOptions } from "./src/options.ts";
 export { Tensor } from "./src/tensor.ts";
@@ -43,7 +43,6 @@ export type { ArrayClass } from "./src/memory/host_arena.ts";
 export type { MemoryLimits } from "./src/memory/limits.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
-export { closeStagingWorkers } from "./src/staging/background.ts";
 export { CudaError } from "./ffi/native.ts";
 export { createStream, CudaStream, defaultStream } from "./src/gpu/stream.ts";
 export { GpuWork } from "./src/gpu/work.ts";

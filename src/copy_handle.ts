@@ -147,7 +147,11 @@ export class AsyncCopyHandle<R> {
   /** `performance.now()` (ms) by which the copy should be done at the assumed rate. */
   readonly #expectedEnd: number;
 
-  /** Created by `startCopy`; not meant to be constructed directly. */
+  /**
+   * Created by `startCopy` only (the package exports this class as a type).
+   *
+   * @ignore
+   */
   constructor(job: CopyJob<R>) {
     this.#job = job;
     this.#stats = job.stats;

@@ -47,14 +47,6 @@ import { memoryReleased } from "../memory/released.ts";
  */
 export const BACKGROUND_MIN_BYTES = 1024 * 1024;
 
-/**
- * The former name of {@linkcode BACKGROUND_MIN_BYTES}, from when Workers
- * staged large tensors.
- *
- * @deprecated Use {@linkcode BACKGROUND_MIN_BYTES}.
- */
-export const WORKER_MIN_BYTES: number = BACKGROUND_MIN_BYTES;
-
 /** Bytes per pinned slot of a stager. */
 export const SLOT_BYTES = 2 * 1024 * 1024;
 
@@ -227,23 +219,4 @@ export function stopAndReleaseStagers(timeoutMs: number): boolean {
   liveStagers.clear();
   idleStagerLists.clear();
   return true;
-}
-
-/**
- * Frees the background staging memory now. Kept from the Worker design,
- * when Workers had to be closed for a Deno process (or a test's sanitizers)
- * to finish; staging no longer holds anything that keeps a process alive,
- * and this only frees the idle stagers' pinned memory.
- *
- * @returns a Promise that resolves once the memory is freed
- *
- * @example At the end of a test
- * ```ts
- * import { closeStagingWorkers } from "@mtc/core";
- * await closeStagingWorkers();
- * ```
- */
-export function closeStagingWorkers(): Promise<void> {
-  releaseIdleStagers();
-  return Promise.resolve();
 }

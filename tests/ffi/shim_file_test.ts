@@ -460,7 +460,7 @@ const canChown = await (async () => {
 })();
 
 Deno.test({
-  name: "a cache directory that belongs to another user is refused (needs root to set up)",
+  name: "a cache directory that belongs to another user is refused (needs root, to give it away)",
   ignore: !canChown,
   async fn() {
     const cache = await Deno.makeTempDir();
