@@ -7,10 +7,12 @@
  * @example Copy a batch's meta-data to the GPU
  * ```ts
  * import { deviceCount, disposeAll, startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const batch = [{ boxes: new Float32Array(8), active: new Uint8Array(2) }];
  * const device = deviceCount() > 0 ? "cuda:0" : "cpu";
  * const onDevice = await startCopy(batch, device).get();
- * console.assert(onDevice[0].boxes.device === device);
+ * assert.equal(onDevice[0].boxes.device, device);
+ * assert.equal(onDevice[0].active.dtype, "uint8");
  * disposeAll(onDevice);
  * ```
  *

@@ -130,9 +130,11 @@ const FAILED = 2;
  * @example Polling and awaiting
  * ```ts
  * import { startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const handle = startCopy({ ids: new Int32Array([1, 2, 3]) }, "cpu");
  * const result = await handle.get();
- * console.assert(handle.ready() && result.ids.numel === 3);
+ * assert.equal(handle.ready(), true);
+ * assert.equal(result.ids.numel, 3);
  * ```
  */
 export class AsyncCopyHandle<R> {

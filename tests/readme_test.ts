@@ -7,7 +7,7 @@ const readme = await Deno.readTextFile(new URL("README.md", root));
 const blocks = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)].map((match) => ({
   line: readme.slice(0, match.index).split("\n").length,
   // A user imports jsr:@mtc/core; here it is this checkout.
-  code: match[1].replaceAll('"jsr:@mtc/core"', JSON.stringify(new URL("mod.ts", root).href)),
+  code: match[1].replaceAll(/"(jsr:)?@mtc\/core"/g, JSON.stringify(new URL("mod.ts", root).href)),
 }));
 
 async function deno(args: string[]): Promise<{ ok: boolean; text: string }> {

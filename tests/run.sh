@@ -24,7 +24,7 @@ fi
 
 export MTC_IDLE_RELEASE_MS=Infinity
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(tests/ mod.ts src/ ffi/)
+[ ${#targets[@]} -gt 0 ] || targets=(tests/ mod.ts src/ ffi/ examples/)
 deno test --allow-ffi --allow-read --allow-write --allow-env --allow-run --allow-net=127.0.0.1 \
   --v8-flags=--expose-gc --sanitize-ops --sanitize-resources --doc "${targets[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}

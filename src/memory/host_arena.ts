@@ -269,12 +269,14 @@ export class HostArena {
  * @example Build a batch in pinned memory and send it without packing
  * ```ts
  * import { deviceCount, disposeAll, hostArena, startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * using arena = hostArena(1 << 20);
  * const boxes = arena.float32(4 * 8);
  * const ids = arena.int64(8);
  * boxes.fill(0.5);
  * const onDevice = await startCopy({ boxes, ids }, deviceCount() > 0 ? "cuda:0" : "cpu").get();
- * console.assert(onDevice.boxes.numel === 32);
+ * assert.equal(onDevice.boxes.numel, 32);
+ * assert.equal(onDevice.ids.dtype, "int64");
  * disposeAll(onDevice);
  * ```
  */

@@ -129,9 +129,11 @@ export function onLimitsChanged(listener: () => void): void {
  * @example A process that shares its GPU
  * ```ts
  * import { setMemoryLimits } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const before = setMemoryLimits({});
  * const limits = setMemoryLimits({ deviceBytes: 2 * 1024 ** 3, idleReleaseMs: 1000 });
- * console.assert(limits.deviceBytes === 2 * 1024 ** 3);
+ * assert.equal(limits.deviceBytes, 2 * 1024 ** 3);
+ * assert.equal(limits.idleReleaseMs, 1000);
  * setMemoryLimits(before);
  * ```
  */

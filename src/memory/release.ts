@@ -24,9 +24,11 @@ import "./idle_release.ts";
  *
  * @example After a large evaluation pass
  * ```ts
- * import { releaseCachedMemory } from "@mtc/core";
+ * import { memoryStats, releaseCachedMemory } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const freed = releaseCachedMemory();
- * console.assert(freed >= 0);
+ * assert.ok(Number.isInteger(freed) && freed >= 0);
+ * assert.equal(memoryStats().pinned.cachedBytes, 0);
  * ```
  */
 export function releaseCachedMemory(): number {

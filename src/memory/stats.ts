@@ -77,9 +77,10 @@ function figures(stats: BlockPoolStats): PoolMemoryStats {
  * @example Watching a loop for growth
  * ```ts
  * import { memoryStats } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const { pinned, outsidePools } = memoryStats();
- * console.assert(pinned.reservedBytes === pinned.inUseBytes + pinned.cachedBytes);
- * console.assert(outsidePools.arenaBytes >= 0 && outsidePools.stagingBytes >= 0);
+ * assert.equal(pinned.reservedBytes, pinned.inUseBytes + pinned.cachedBytes);
+ * assert.ok(outsidePools.arenaBytes >= 0 && outsidePools.stagingBytes >= 0);
  * ```
  */
 export function memoryStats(): MemoryStats {

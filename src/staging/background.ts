@@ -41,8 +41,10 @@ import { memoryReleased } from "../memory/released.ts";
  * @example Which tensors are staged in the background
  * ```ts
  * import { BACKGROUND_MIN_BYTES } from "@mtc/core";
- * const staged = new Float32Array(BACKGROUND_MIN_BYTES / 4).byteLength >= BACKGROUND_MIN_BYTES;
- * console.assert(staged);
+ * import assert from "node:assert/strict";
+ * assert.equal(BACKGROUND_MIN_BYTES, 1024 * 1024);
+ * const large = new Float32Array(BACKGROUND_MIN_BYTES / 4); // staged in the background
+ * assert.equal(large.byteLength >= BACKGROUND_MIN_BYTES, true);
  * ```
  */
 export const BACKGROUND_MIN_BYTES = 1024 * 1024;
