@@ -44,7 +44,7 @@ if [ "$gpu" -gt 0 ]; then
 fi
 if [ -n "$needs" ]; then
   sed 's/.*(needs \([^)]*\))$/\1/' <<<"$needs" | sort | uniq -c | while read -r count need; do
-    echo "test: $count more tests skipped, needing $need"
+    echo "test: $count more skipped, needing $need"
   done
 fi
 exit "$status"

@@ -460,7 +460,8 @@ const canChown = await (async () => {
 })();
 
 Deno.test({
-  name: "a cache directory that belongs to another user is refused (needs root, to give it away)",
+  name:
+    "a cache directory that belongs to another user is refused (needs root: only root can give a file away)",
   ignore: !canChown,
   async fn() {
     const cache = await Deno.makeTempDir();
