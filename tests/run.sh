@@ -36,11 +36,16 @@ needs=$(grep -E '\(needs [^)]*\)$' <<<"$ignored" || true)
 gpu=$(grep -cvE '\(needs [^)]*\)$' <<<"$ignored" || true)
 [ -n "$ignored" ] || gpu=0
 if [ "$gpu" -gt 0 ]; then
+  count=$(deno eval --quiet 'import { deviceCount } from "./mod.ts"; console.log(deviceCount())' 2>/dev/null || echo 0)
   why=$(deno eval --quiet 'import { cudaStatus } from "./mod.ts"; console.log(cudaStatus().message)' 2>/dev/null || true)
-  if [ "$aids" = 0 ] && [ "$(deno eval --quiet 'import { deviceCount } from "./mod.ts"; console.log(deviceCount())' 2>/dev/null)" != 0 ]; then
-    why="they read device memory back through the test-aid build, which needs a C compiler"
+  tests=$([ "$gpu" = 1 ] && echo "GPU test" || echo "GPU tests")
+  if [ "$count" = 0 ]; then
+    echo "test: $gpu $tests skipped: ${why:-no CUDA device can be used}"
+  elif [ "$aids" = 0 ]; then
+    echo "test: $gpu $tests skipped: they read device memory back through the test-aid build, which needs a C compiler"
+  else
+    echo "test: $gpu $tests skipped: they need more than this machine has ($why), e.g. two GPUs"
   fi
-  echo "test: $gpu GPU tests skipped: ${why:-no CUDA device can be used}"
 fi
 if [ -n "$needs" ]; then
   sed 's/.*(needs \([^)]*\))$/\1/' <<<"$needs" | sort | uniq -c | while read -r count need; do
