@@ -7,10 +7,12 @@
  * @example Copy a batch's meta-data to the GPU
  * ```ts
  * import { deviceCount, disposeAll, startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const batch = [{ boxes: new Float32Array(8), active: new Uint8Array(2) }];
  * const device = deviceCount() > 0 ? "cuda:0" : "cpu";
  * const onDevice = await startCopy(batch, device).get();
- * console.assert(onDevice[0].boxes.device === device);
+ * assert.equal(onDevice[0].boxes.device, device);
+ * assert.equal(onDevice[0].active.dtype, "uint8");
  * disposeAll(onDevice);
  * ```
  *
@@ -20,7 +22,7 @@
 export { startCopy } from "./src/start_copy.ts";
 export { prefetch } from "./src/prefetch.ts";
 export type { PrefetchOptions } from "./src/prefetch.ts";
-export { BACKGROUND_MIN_BYTES, WORKER_MIN_BYTES } from "./src/staging/background.ts";
+export { BACKGROUND_MIN_BYTES } from "./src/staging/background.ts";
 export type {
   CopyResult,
   HasMethods,
@@ -28,7 +30,7 @@ export type {
   OpaqueObject,
   PassesThrough,
 } from "./src/start_copy.ts";
-export { AsyncCopyHandle } from "./src/copy_handle.ts";
+export type { AsyncCopyHandle } from "./src/copy_handle.ts";
 export type { CopyStats } from "./src/copy_handle.ts";
 export type { StartCopyOptions } from "./src/options.ts";
 export { Tensor } from "./src/tensor.ts";
@@ -45,7 +47,6 @@ export type { ArrayClass } from "./src/memory/host_arena.ts";
 export type { MemoryLimits } from "./src/memory/limits.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
-export { closeStagingWorkers } from "./src/staging/background.ts";
 export { CudaError } from "./ffi/native.ts";
 export { createStream, CudaStream, defaultStream } from "./src/gpu/stream.ts";
 export { GpuWork } from "./src/gpu/work.ts";

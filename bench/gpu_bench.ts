@@ -47,7 +47,7 @@ import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memor
 import { devicePool } from "../src/memory/device_memory.ts";
 import { acquireEvent, releaseEvent } from "../src/memory/event_pool.ts";
 import type { TypedArrayConstructor } from "../src/dtype.ts";
-import { closeStagingWorkers } from "../src/staging/background.ts";
+import { releaseIdleStagers } from "../src/staging/background.ts";
 
 if (deviceCount() === 0) {
   console.log("No CUDA device: the GPU benchmark needs one.");
@@ -438,7 +438,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   devicePool(0).release(scratch);
   disposeAll(onDevice);
 }
-await closeStagingWorkers();
+releaseIdleStagers();
 
 const header = "| case | method | median µs | p90 µs | GB/s | vs (a) | x floor | allocs/iter |";
 console.log(`\n${header}\n|---|---|---|---|---|---|---|---|`);

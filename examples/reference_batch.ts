@@ -97,8 +97,10 @@ function objects(rand: () => number, n: number, width: number): {
  * @example
  * ```ts
  * import { createBatchMetaData } from "./reference_batch.ts";
+ * import assert from "node:assert/strict";
  * const batch = createBatchMetaData(16);
- * console.assert(batch.length === 16 && batch[0].cams_gt.length === 6);
+ * assert.equal(batch.length, 16);
+ * assert.equal(batch[0].cams_gt.length, 6);
  * ```
  */
 export function createBatchMetaData(

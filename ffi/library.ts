@@ -2,10 +2,12 @@
  * Loads the native shim. The only file that calls `Deno.dlopen`.
  *
  * The shim is located (see `shim_file.ts`: `MTC_SHIM_PATH`, the checkout's
- * prebuilt binary, or a verified copy in the user cache) and opened once,
- * when this module is first imported, and kept open for the life of the
- * process (never closed: pending nonblocking calls may still run in it).
- * Importing never throws: a failure is kept and reported when the shim is
+ * prebuilt binary, or a verified copy in the user cache, opened from a
+ * private copy of the bytes that were checked) and opened once, when this
+ * module is first imported, and kept open for the life of the process
+ * (never closed: pending nonblocking calls may still run in it). Importing
+ * never throws and never prompts: every permission is queried before the
+ * call that needs it, and a failure is kept and reported when the shim is
  * used, so code that never touches CUDA (planning, traversal, the CPU
  * target) runs without it, and `deviceCount()` can answer 0.
  *
@@ -13,6 +15,7 @@
  */
 
 import { locateShim, type ShimFile } from "./shim_file.ts";
+import { missingFfi, missingPermissionsError } from "./shim_permissions.ts";
 import { SHIM_SOURCE_HASH } from "./prebuilt.ts";
 import { ABI_VERSION, symbols, testAidSymbols } from "./symbols.ts";
 
@@ -48,9 +51,11 @@ export function shimInfo(): { file?: ShimFile; error?: Error } {
  * `deno task test` sets), else `undefined`.
  */
 export function openTestAids(): TestAidLibrary | undefined {
-  if (!library || !file) return undefined;
+  // Only a build the user named: a cached shim is opened from a private
+  // copy that no longer exists, and the product has no test aids.
+  if (!library || !file || file.origin !== "MTC_SHIM_PATH") return undefined;
   try {
-    return Deno.dlopen(file.path, testAidSymbols);
+    return Deno.dlopen(file.openPath, testAidSymbols);
   } catch {
     return undefined;
   }
@@ -62,16 +67,13 @@ function cString(pointer: Deno.PointerValue): string {
 
 function open(found: ShimFile): ShimLibrary {
   const { path, origin } = found;
+  // Asked first: an ungranted dlopen prompts on a terminal.
+  const ffi = missingFfi(found.openPath);
+  if (ffi) throw missingPermissionsError("Loading the @mtc/core native shim", [ffi]);
   let lib: ShimLibrary;
   try {
-    lib = Deno.dlopen(path, symbols);
+    lib = Deno.dlopen(found.openPath, symbols);
   } catch (error) {
-    if (error instanceof Deno.errors.NotCapable) {
-      throw new Error(
-        `Loading the @mtc/core native shim (${path}) needs --allow-ffi`,
-        { cause: error },
-      );
-    }
     const fix = origin === "MTC_SHIM_PATH"
       ? "check MTC_SHIM_PATH, or unset it to use the prebuilt shim"
       : origin === "checkout"
@@ -113,4 +115,7 @@ try {
   library = open(file);
 } catch (error) {
   failure = error instanceof Error ? error : new Error(String(error));
+} finally {
+  // The private copy of a cached shim: mapped now, its file is not needed.
+  file?.release();
 }

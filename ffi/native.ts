@@ -17,9 +17,25 @@ const CUDA_NOT_READY = 600;
  *
  * @example Telling CUDA failures apart from argument errors
  * ```ts
- * import { CudaError } from "./native.ts";
- * const error = new CudaError(2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory", "allocate device memory");
- * console.assert(error.cudaName === "CUDA_ERROR_OUT_OF_MEMORY");
+ * import { CudaError, startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
+ * async function copy(batch: unknown, device: string): Promise<string> {
+ *   try {
+ *     await startCopy(batch, device).get();
+ *     return "copied";
+ *   } catch (error) {
+ *     // A copy that failed on the GPU rejects with a CudaError naming the driver's error.
+ *     if (error instanceof CudaError) return `CUDA failed: ${error.cudaName} (${error.op})`;
+ *     // Bad arguments throw TypeError or RangeError, before anything starts.
+ *     if (error instanceof TypeError || error instanceof RangeError) return "bad argument";
+ *     throw error;
+ *   }
+ * }
+ * assert.equal(await copy([new Float32Array(2)], "cpu"), "copied");
+ * assert.equal(await copy([new Float32Array(2)], "gpu0"), "bad argument");
+ * const error = new CudaError(2, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory", "allocate 4 bytes");
+ * assert.ok(error instanceof CudaError && error instanceof Error);
+ * assert.equal(error.message, "Cannot allocate 4 bytes: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory");
  * ```
  */
 export class CudaError extends Error {

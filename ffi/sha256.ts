@@ -82,9 +82,11 @@ const K = new Uint32Array([
  * @example
  * ```ts
  * import { sha256HexSync } from "./sha256.ts";
+ * import assert from "node:assert/strict";
  * const abc = new TextEncoder().encode("abc");
- * console.assert(
- *   sha256HexSync(abc) === "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
+ * assert.equal(
+ *   sha256HexSync(abc),
+ *   "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad",
  * );
  * ```
  */

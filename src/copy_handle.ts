@@ -130,9 +130,11 @@ const FAILED = 2;
  * @example Polling and awaiting
  * ```ts
  * import { startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const handle = startCopy({ ids: new Int32Array([1, 2, 3]) }, "cpu");
  * const result = await handle.get();
- * console.assert(handle.ready() && result.ids.numel === 3);
+ * assert.equal(handle.ready(), true);
+ * assert.equal(result.ids.numel, 3);
  * ```
  */
 export class AsyncCopyHandle<R> {
@@ -147,7 +149,11 @@ export class AsyncCopyHandle<R> {
   /** `performance.now()` (ms) by which the copy should be done at the assumed rate. */
   readonly #expectedEnd: number;
 
-  /** Created by `startCopy`; not meant to be constructed directly. */
+  /**
+   * Created by `startCopy` only (the package exports this class as a type).
+   *
+   * @ignore
+   */
   constructor(job: CopyJob<R>) {
     this.#job = job;
     this.#stats = job.stats;

@@ -135,9 +135,12 @@ function readStatus(): CudaStatus {
  *
  * @example Say why a script runs on the CPU
  * ```ts
- * import { cudaStatus } from "@mtc/core";
+ * import { cudaStatus, deviceCount } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const status = cudaStatus();
  * if (status.deviceCount === 0) console.log(`running on the CPU: ${status.message}`);
+ * assert.equal(status.deviceCount, deviceCount());
+ * assert.equal(status.reason === "ok", status.deviceCount > 0);
  * ```
  */
 export function cudaStatus(): CudaStatus {
@@ -161,8 +164,11 @@ export function cudaStatus(): CudaStatus {
  * @example Skip GPU work on a machine without a GPU
  * ```ts
  * import { deviceCount } from "@mtc/core";
- * const target = deviceCount() > 0 ? "cuda:0" : "cpu";
- * console.assert(target === "cpu" || target === "cuda:0");
+ * import assert from "node:assert/strict";
+ * const count = deviceCount();
+ * const target = count > 0 ? "cuda:0" : "cpu";
+ * assert.ok(Number.isInteger(count) && count >= 0);
+ * assert.equal(target === "cpu", count === 0);
  * ```
  */
 export function deviceCount(): number {

@@ -34,9 +34,11 @@ import {
  * @example Releasing a batch after use
  * ```ts
  * import { disposeAll, Tensor } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const batch = { boxes: Tensor.from(new Float32Array(4)), ids: [Tensor.from(new Int32Array(2))] };
  * disposeAll(batch);
- * console.assert(batch.boxes.disposed && batch.ids[0].disposed);
+ * assert.equal(batch.boxes.disposed, true);
+ * assert.equal(batch.ids[0].disposed, true);
  * ```
  */
 export function disposeAll(value: unknown, options?: DisposeOptions): void {

@@ -53,11 +53,13 @@ export function returnList(list: NumberList): void {
  * @example
  * ```ts
  * import { IndexList } from "./number_list.ts";
+ * import assert from "node:assert/strict";
  * const list = new IndexList();
  * list.push(0);
  * list.push(1);
  * list.push(5);
- * console.assert(Array.from(list.view()).join() === "0,1,5" && list.length === 3);
+ * assert.deepEqual(Array.from(list.view()), [0, 1, 5]);
+ * assert.equal(list.length, 3);
  * list.release();
  * ```
  */
@@ -105,7 +107,8 @@ let positions = new Uint32Array(0);
  * @example
  * ```ts
  * import { firstPositions } from "./number_list.ts";
- * console.assert(Array.from(firstPositions(3)).join() === "0,1,2");
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(Array.from(firstPositions(3)), [0, 1, 2]);
  * ```
  */
 export function firstPositions(n: number): Uint32Array {

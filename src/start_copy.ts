@@ -152,12 +152,14 @@ export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
  * @example Copy a batch's meta-data, overlap other work, then consume it
  * ```ts
  * import { deviceCount, startCopy } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const batch = [{ boxes: new Float32Array(8), classIds: new BigInt64Array(2) }];
  * const handle = startCopy(batch, deviceCount() > 0 ? "cuda:0" : "cpu");
  * // ... other work runs while the copy is in flight ...
  * const onDevice = await handle.get();
- * console.assert(onDevice[0].boxes.shape[0] === 8);
- * console.assert(handle.stats().tensors === 2);
+ * assert.deepEqual(onDevice[0].boxes.shape, [8]);
+ * assert.equal(onDevice[0].classIds.dtype, "int64");
+ * assert.equal(handle.stats().tensors, 2);
  * ```
  */
 export function startCopy<T>(

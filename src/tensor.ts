@@ -54,9 +54,12 @@ export const tensorInternals = {} as TensorInternals;
  * @example Wrapping host data without copying
  * ```ts
  * import { Tensor } from "@mtc/core";
- * const boxes = Tensor.from(new Float32Array(8), [2, 4]);
- * console.assert(boxes.device === "cpu" && boxes.numel === 8);
- * console.assert(boxes.toTypedArray() instanceof Float32Array);
+ * import assert from "node:assert/strict";
+ * const data = new Float32Array(8);
+ * const boxes = Tensor.from(data, [2, 4]);
+ * assert.equal(boxes.device, "cpu");
+ * assert.equal(boxes.numel, 8);
+ * assert.equal(boxes.toTypedArray().buffer, data.buffer); // the same memory
  * ```
  */
 export class Tensor {
@@ -182,8 +185,11 @@ export class Tensor {
    * @example A 3×4 projection matrix
    * ```ts
    * import { Tensor } from "@mtc/core";
+   * import assert from "node:assert/strict";
    * const projection = Tensor.from(new Float32Array(12), [3, 4]);
-   * console.assert(projection.shape[0] === 3 && projection.byteLength === 48);
+   * assert.deepEqual(projection.shape, [3, 4]);
+   * assert.equal(projection.byteLength, 48);
+   * assert.throws(() => Tensor.from(new Float32Array(12), [5, 4]), RangeError);
    * ```
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {

@@ -333,6 +333,7 @@ export class HostArena {
  * boxes.fill(0.5);
  * const onDevice = await startCopy({ boxes, ids }, deviceCount() > 0 ? "cuda:0" : "cpu").get();
  * assert.equal(onDevice.boxes.numel, 32);
+ * assert.equal(onDevice.ids.dtype, "int64");
  * disposeAll(onDevice);
  * ```
  */

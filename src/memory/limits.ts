@@ -174,6 +174,7 @@ export function onLimitsChanged(listener: () => void): void {
  * const before = setMemoryLimits({});
  * const limits = setMemoryLimits({ deviceBytes: 2 * 1024 ** 3, idleReleaseMs: 1000 });
  * assert.equal(limits.deviceBytes, 2 * 1024 ** 3);
+ * assert.equal(limits.idleReleaseMs, 1000);
  * setMemoryLimits(before);
  * ```
  */

@@ -31,10 +31,10 @@ import "./idle_release.ts";
  *
  * @example After a large evaluation pass
  * ```ts
- * import assert from "node:assert/strict";
  * import { memoryStats, releaseCachedMemory } from "@mtc/core";
+ * import assert from "node:assert/strict";
  * const freed = releaseCachedMemory();
- * assert.ok(freed >= 0);
+ * assert.ok(Number.isInteger(freed) && freed >= 0);
  * assert.equal(memoryStats().pinned.cachedBytes, 0);
  * ```
  */

@@ -43,19 +43,12 @@ import { memoryReleased } from "../memory/released.ts";
  * ```ts
  * import assert from "node:assert/strict";
  * import { BACKGROUND_MIN_BYTES } from "@mtc/core";
- * const staged = new Float32Array(BACKGROUND_MIN_BYTES / 4).byteLength >= BACKGROUND_MIN_BYTES;
- * assert.ok(staged);
+ * assert.equal(BACKGROUND_MIN_BYTES, 1024 * 1024);
+ * const large = new Float32Array(BACKGROUND_MIN_BYTES / 4); // staged in the background
+ * assert.equal(large.byteLength >= BACKGROUND_MIN_BYTES, true);
  * ```
  */
 export const BACKGROUND_MIN_BYTES = 1024 * 1024;
-
-/**
- * The former name of {@linkcode BACKGROUND_MIN_BYTES}, from when Workers
- * staged large tensors.
- *
- * @deprecated Use {@linkcode BACKGROUND_MIN_BYTES}.
- */
-export const WORKER_MIN_BYTES: number = BACKGROUND_MIN_BYTES;
 
 /** Bytes per pinned slot of a stager. */
 export const SLOT_BYTES = 2 * 1024 * 1024;
@@ -178,23 +171,4 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
  */
 export function releaseIdleStagers(): number {
   return processStagers().stagers > 0 ? stagersTrim(0).freed : 0;
-}
-
-/**
- * Frees the background staging memory now. Kept from the Worker design,
- * when Workers had to be closed for a Deno process (or a test's sanitizers)
- * to finish; staging no longer holds anything that keeps a process alive,
- * and this only frees the idle stagers' pinned memory.
- *
- * @returns a Promise that resolves once the memory is freed
- *
- * @example At the end of a test
- * ```ts
- * import { closeStagingWorkers } from "@mtc/core";
- * await closeStagingWorkers();
- * ```
- */
-export function closeStagingWorkers(): Promise<void> {
-  releaseIdleStagers();
-  return Promise.resolve();
 }

@@ -42,10 +42,15 @@ Deno.test("a remote import downloads the shim once, checks it, and loads it from
     assert.equal(first.origin, "download");
     assert.equal(first.path, cachePath(cache, shim));
     assert.equal(await sha256Hex(await Deno.readFile(first.path)), shim.sha256);
+    // What is opened is a private copy of the verified bytes.
+    assert.notEqual(first.openPath, first.path);
+    assert.equal(await sha256Hex(await Deno.readFile(first.openPath)), shim.sha256);
+    first.release();
     const second = await locateShim({ moduleUrl, env: envFor(cache) });
     assert.equal(second.origin, "cache");
+    second.release();
     assert.equal(requests(), 1);
-    // No temporary file is left beside it.
+    // Once released, no private copy or temporary file is left beside it.
     const dir = first.path.slice(0, first.path.lastIndexOf("/"));
     assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), [first.path.split("/").pop()]);
   } finally {
@@ -57,10 +62,11 @@ Deno.test("a remote import downloads the shim once, checks it, and loads it from
 Deno.test("after the first download the shim is found with the server gone (offline)", async () => {
   const cache = await Deno.makeTempDir();
   const { server, moduleUrl } = servePrebuilt();
-  await locateShim({ moduleUrl, env: envFor(cache) });
+  (await locateShim({ moduleUrl, env: envFor(cache) })).release();
   await server.shutdown();
   try {
     const offline = await locateShim({ moduleUrl, env: envFor(cache) });
+    offline.release();
     assert.equal(offline.origin, "cache");
   } finally {
     await Deno.remove(cache, { recursive: true });
@@ -79,8 +85,9 @@ Deno.test("a truncated or corrupt cached shim is replaced, never loaded", async 
         shimBytes.map((b, i) => i === 4096 ? b ^ 1 : b),
       ]
     ) {
-      await Deno.writeFile(path, broken);
+      await Deno.writeFile(path, broken, { mode: 0o644 });
       const found = await locateShim({ moduleUrl, env: envFor(cache) });
+      found.release();
       assert.equal(found.origin, "download");
       assert.equal(await sha256Hex(await Deno.readFile(path)), shim.sha256);
     }
@@ -152,7 +159,9 @@ Deno.test("two processes' worth of concurrent first loads leave one whole file",
     const found = await Promise.all(
       Array.from({ length: 8 }, () => locateShim({ moduleUrl, env: envFor(cache) })),
     );
+    found.forEach((f) => f.release());
     assert.ok(found.every((f) => f.path === cachePath(cache, shim)));
+    assert.equal(new Set(found.map((f) => f.openPath)).size, 8, "one private copy each");
     assert.equal(await sha256Hex(await Deno.readFile(cachePath(cache, shim))), shim.sha256);
   } finally {
     await server.shutdown();
@@ -169,25 +178,25 @@ Deno.test("without HOME or XDG_CACHE_HOME a remote import says which --allow-env
 
 Deno.test({
   name: "without --allow-net the first download names the flag and host",
-  permissions: { net: false, read: true, write: true, env: true },
+  permissions: { net: false, read: true, write: true, env: true, ffi: true },
   async fn() {
     await assert.rejects(
       locateShim({ moduleUrl: "http://127.0.0.1:65001/ffi/", env: envFor(`${scratch}/net`) }),
-      /needs --allow-net=127\.0\.0\.1:65001/,
+      /needs permissions this process lacks: add --allow-net=127\.0\.0\.1:65001 /,
     );
   },
 });
 
 Deno.test({
   name: "without --allow-write the first download names the flag and the cache directory",
-  permissions: { net: ["127.0.0.1"], read: true, write: false, env: true },
+  permissions: { net: ["127.0.0.1"], read: true, write: false, env: true, ffi: true },
   async fn() {
     const cache = `${scratch}/write`;
     const { server, moduleUrl } = servePrebuilt();
     try {
       await assert.rejects(
         locateShim({ moduleUrl, env: envFor(cache) }),
-        new RegExp(`needs --allow-write=${cache}/mtc-core`),
+        new RegExp(`add --allow-write=${cache}/mtc-core \\(write: cache the shim`),
       );
     } finally {
       await server.shutdown();
@@ -195,11 +204,35 @@ Deno.test({
   },
 });
 
-Deno.test("a platform with no prebuilt shim is told to build one", async () => {
+Deno.test("a Linux platform with no prebuilt shim is told to build one", async () => {
   await assert.rejects(
-    locateShim({ moduleUrl: "http://127.0.0.1:65001/ffi/", prebuilt: {}, env: () => undefined }),
-    new RegExp(`no prebuilt native shim for ${platform}.*deno task build.*MTC_SHIM_PATH`),
+    locateShim({
+      moduleUrl: "http://127.0.0.1:65001/ffi/",
+      prebuilt: {},
+      platform: "linux-riscv64",
+      env: () => undefined,
+    }),
+    /no prebuilt native shim for linux-riscv64.*deno task build.*MTC_SHIM_PATH/,
   );
+});
+
+Deno.test("macOS and Windows get one line saying the CPU target is what runs there, and no advice to build", async () => {
+  for (const other of ["darwin-aarch64", "windows-x86_64"]) {
+    await assert.rejects(
+      locateShim({
+        moduleUrl: "http://127.0.0.1:65001/ffi/",
+        platform: other,
+        env: () => undefined,
+      }),
+      (error: Error) => {
+        assert.equal(
+          error.message,
+          `@mtc/core uses CUDA GPUs on Linux (x86_64, aarch64) only; on ${other} it runs on the CPU target`,
+        );
+        return true;
+      },
+    );
+  }
 });
 
 /**
@@ -231,14 +264,268 @@ Deno.test("the shim is found without waiting on I/O from a checkout, MTC_SHIM_PA
   const { server, moduleUrl } = servePrebuilt();
   try {
     // The first download does wait (fetch); the cached copy after it does not.
-    assert.equal(await settlesWithoutTask(locateShim({ moduleUrl, env: envFor(cache) })), false);
-    assert.equal(
-      await settlesWithoutTask(locateShim({ moduleUrl, env: envFor(cache) })),
-      true,
-      "cache",
-    );
+    const first = locateShim({ moduleUrl, env: envFor(cache) });
+    assert.equal(await settlesWithoutTask(first), false);
+    (await first).release();
+    const second = locateShim({ moduleUrl, env: envFor(cache) });
+    assert.equal(await settlesWithoutTask(second), true, "cache");
+    (await second).release();
   } finally {
     await server.shutdown();
     await Deno.remove(cache, { recursive: true });
   }
+});
+
+/**
+ * A server on 127.0.0.1 that accepts connections and hands each to
+ * `answer` (which may never answer); `close()` ends them all.
+ */
+function rawServer(answer: (conn: Deno.Conn) => Promise<void>) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const conns: Deno.Conn[] = [];
+  const answers: Promise<void>[] = [];
+  const accepting = (async () => {
+    for await (const conn of listener) {
+      conns.push(conn);
+      answers.push(answer(conn).catch(() => {}));
+    }
+  })().catch(() => {});
+  return {
+    moduleUrl: `http://127.0.0.1:${(listener.addr as Deno.NetAddr).port}/ffi/`,
+    async close() {
+      listener.close();
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch { /* already closed by the client */ }
+      }
+      await accepting;
+      await Promise.all(answers);
+    },
+  };
+}
+
+/** Reads the request's head, then waits until the client goes. */
+async function holdOpen(conn: Deno.Conn, reply?: Uint8Array): Promise<void> {
+  const buffer = new Uint8Array(4096);
+  await conn.read(buffer);
+  if (reply) await conn.write(reply);
+  while ((await conn.read(buffer)) !== null) { /* wait */ }
+}
+
+function head(lines: string[]): Uint8Array {
+  return new TextEncoder().encode(`HTTP/1.1 200 OK\r\n${lines.join("\r\n")}\r\n\r\n`);
+}
+
+/** Fails the test, instead of hanging it, when `promise` is still pending after `seconds`. */
+async function within<T>(promise: Promise<T>, seconds: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const guard = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still pending after ${seconds} s`)), seconds * 1000);
+  });
+  try {
+    return await Promise.race([promise, guard]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+Deno.test("a server that never answers: the download gives up at its time limit, naming it", async () => {
+  const cache = await Deno.makeTempDir();
+  const server = rawServer((conn) => holdOpen(conn));
+  try {
+    await assert.rejects(
+      within(
+        locateShim({ moduleUrl: server.moduleUrl, env: envFor(cache), downloadTimeoutMs: 200 }),
+        20,
+      ),
+      (error: Error) => {
+        assert.match(error.message, /no complete answer within 200 ms/);
+        assert.match(error.message, /MTC_DOWNLOAD_TIMEOUT_MS/);
+        assert.match(error.message, /jsr:@mtc\/core\/install/);
+        return true;
+      },
+    );
+    await assert.rejects(Deno.stat(cachePath(cache, shim)), Deno.errors.NotFound);
+  } finally {
+    await server.close();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
+
+Deno.test("a body that never ends: the time limit covers the body too", async () => {
+  const cache = await Deno.makeTempDir();
+  const half = shimBytes.subarray(0, shimBytes.length >> 1);
+  const reply = new Uint8Array([...head([`content-length: ${shim.bytes}`]), ...half]);
+  const server = rawServer((conn) => holdOpen(conn, reply));
+  try {
+    await assert.rejects(
+      within(
+        locateShim({ moduleUrl: server.moduleUrl, env: envFor(cache), downloadTimeoutMs: 300 }),
+        20,
+      ),
+      /no complete answer within 300 ms/,
+    );
+  } finally {
+    await server.close();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
+
+Deno.test("a body longer than the shim is cut at the expected size, declared or not", async () => {
+  const cache = await Deno.makeTempDir();
+  const longer = new Uint8Array(shim.bytes + 4096);
+  longer.set(shimBytes);
+  // Without a length: bytes until the connection closes (which it never does).
+  const endless = new Uint8Array([...head(["connection: close"]), ...longer]);
+  const declared = new Uint8Array([...head([`content-length: ${longer.length}`]), ...longer]);
+  for (const reply of [endless, declared]) {
+    const server = rawServer((conn) => holdOpen(conn, reply));
+    try {
+      await assert.rejects(
+        within(
+          locateShim({
+            moduleUrl: server.moduleUrl,
+            env: envFor(cache),
+            downloadTimeoutMs: 10_000,
+          }),
+          20,
+        ),
+        new RegExp(`more than the ${shim.bytes} (bytes )?expected`),
+      );
+    } finally {
+      await server.close();
+    }
+  }
+  await Deno.remove(cache, { recursive: true });
+});
+
+Deno.test("MTC_DOWNLOAD_TIMEOUT_MS sets the limit; a value that is not a number of milliseconds is named", async () => {
+  const cache = await Deno.makeTempDir();
+  const server = rawServer((conn) => holdOpen(conn));
+  const env = (value: string) => (name: string) =>
+    name === "MTC_DOWNLOAD_TIMEOUT_MS" ? value : envFor(cache)(name);
+  try {
+    await assert.rejects(
+      within(locateShim({ moduleUrl: server.moduleUrl, env: env("250") }), 20),
+      /no complete answer within 250 ms/,
+    );
+    await assert.rejects(
+      locateShim({ moduleUrl: server.moduleUrl, env: env("soon") }),
+      /Invalid MTC_DOWNLOAD_TIMEOUT_MS: expected a number of milliseconds >= 1, got "soon"/,
+    );
+  } finally {
+    await server.close();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
+
+Deno.test("a cache directory or file writable by its group or by everyone is refused, naming it", async () => {
+  const { server, moduleUrl } = servePrebuilt();
+  try {
+    const path = cachePath("ROOT", shim);
+    const parts = path.split("/");
+    // mtc-core, <version>, abi<N>, <platform>, and the file itself.
+    const levels = [2, 3, 4, 5, 6].map((n) => parts.slice(0, n).join("/"));
+    for (const [index, level] of levels.entries()) {
+      const cache = await Deno.makeTempDir();
+      const target = level.replace("ROOT", cache);
+      (await locateShim({ moduleUrl, env: envFor(cache) })).release();
+      const mode = index % 2 === 0 ? 0o777 : 0o775;
+      await Deno.chmod(target, index === 4 ? 0o666 : mode);
+      await assert.rejects(locateShim({ moduleUrl, env: envFor(cache) }), (error: Error) => {
+        assert.match(error.message, /^Cannot trust the @mtc\/core native shim cache: /);
+        assert.ok(error.message.includes(`${target} is writable by`), error.message);
+        assert.match(error.message, /chmod go-w/);
+        return true;
+      });
+      await Deno.remove(cache, { recursive: true });
+    }
+  } finally {
+    await server.shutdown();
+  }
+});
+
+/** Whether this process may give a file away (only root may), for the ownership test. */
+const canChown = await (async () => {
+  const file = await Deno.makeTempFile();
+  try {
+    await Deno.chown(file, 4242, null);
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await Deno.remove(file);
+  }
+})();
+
+Deno.test({
+  name:
+    "a cache directory that belongs to another user is refused (needs root: only root can give a file away)",
+  ignore: !canChown,
+  async fn() {
+    const cache = await Deno.makeTempDir();
+    const { server, moduleUrl } = servePrebuilt();
+    try {
+      (await locateShim({ moduleUrl, env: envFor(cache) })).release();
+      await Deno.chown(`${cache}/mtc-core`, 4242, null);
+      await assert.rejects(locateShim({ moduleUrl, env: envFor(cache) }), (error: Error) => {
+        assert.ok(error.message.includes(`${cache}/mtc-core belongs to user 4242`), error.message);
+        return true;
+      });
+    } finally {
+      await server.shutdown();
+      await Deno.remove(cache, { recursive: true });
+    }
+  },
+});
+
+Deno.test("the cache's directories are created private (mode 0700)", async () => {
+  const cache = await Deno.makeTempDir();
+  const { server, moduleUrl } = servePrebuilt();
+  try {
+    (await locateShim({ moduleUrl, env: envFor(cache) })).release();
+    let dir = `${cache}/mtc-core`;
+    for (const part of cachePath("", shim).split("/").slice(2, -1)) {
+      assert.equal((await Deno.stat(dir)).mode! & 0o777, 0o700, dir);
+      dir += `/${part}`;
+    }
+  } finally {
+    await server.shutdown();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
+
+Deno.test("without HOME and XDG_CACHE_HOME the flags name $HOME for the shell to expand", async () => {
+  await assert.rejects(
+    locateShim({ moduleUrl: "http://127.0.0.1:65001/ffi/", env: () => undefined }),
+    (error: Error) => {
+      assert.ok(
+        error.message.includes(
+          `add --allow-env=MTC_SHIM_PATH,XDG_CACHE_HOME,HOME --allow-read="$HOME/.cache/mtc-core" --allow-write="$HOME/.cache/mtc-core" `,
+        ),
+        error.message,
+      );
+      return true;
+    },
+  );
+});
+
+Deno.test({
+  name: "every missing permission is named at once, as flags to paste (quoted where needed)",
+  permissions: { read: false, write: false, net: false, ffi: false, env: false },
+  async fn() {
+    await assert.rejects(
+      locateShim({ moduleUrl: "http://127.0.0.1:65001/ffi/", env: envFor("/home/a user/.cache") }),
+      (error: Error) => {
+        assert.ok(
+          error.message.startsWith(
+            `Loading the @mtc/core native shim needs permissions this process lacks: add --allow-read="/home/a user/.cache/mtc-core" --allow-write="/home/a user/.cache/mtc-core" --allow-net=127.0.0.1:65001 --allow-ffi (`,
+          ),
+          error.message,
+        );
+        return true;
+      },
+    );
+  },
 });

@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor, type TypedArray } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
-import { closeStagingWorkers } from "../../src/staging/background.ts";
+import { releaseIdleStagers } from "../../src/staging/background.ts";
 import { addressOf, bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -57,7 +57,7 @@ for (const packCpuTensors of [true, false]) {
           assert.equal(stats.packedTensors, packCpuTensors ? 28 : 0);
           assert.equal(stats.chunks, packCpuTensors ? 1 : 0);
           disposeAll(result);
-          await closeStagingWorkers();
+          releaseIdleStagers();
         },
       });
     }

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { deviceCount, disposeAll, startCopy, type Tensor } from "../../mod.ts";
-import { closeStagingWorkers } from "../../src/staging/background.ts";
+import { releaseIdleStagers } from "../../src/staging/background.ts";
 import {
   addressOf,
   assertRoundTrip,
@@ -50,6 +50,6 @@ Deno.test({
       disposeAll(out);
     }
     disposeAll([first, second, back]);
-    await closeStagingWorkers();
+    releaseIdleStagers();
   },
 });

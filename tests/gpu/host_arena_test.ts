@@ -183,8 +183,8 @@ Deno.test({
   name: "memoryStats() shows arenas and background stagers outside the pools, and their release",
   async fn() {
     const { memoryStats } = await import("../../mod.ts");
-    const { closeStagingWorkers } = await import("../../src/staging/background.ts");
-    await closeStagingWorkers();
+    const { releaseIdleStagers } = await import("../../src/staging/background.ts");
+    releaseIdleStagers();
     const before = memoryStats().outsidePools;
     assert.equal(before.stagers, 0);
     const arena = hostArena(3 << 20);
@@ -196,7 +196,7 @@ Deno.test({
     assert.ok(staged.stagers >= 1, `${staged.stagers} stagers`);
     assert.equal(staged.stagingBytes % staged.stagers, 0);
     arena.dispose();
-    await closeStagingWorkers();
+    releaseIdleStagers();
     assert.deepEqual(memoryStats().outsidePools, before);
   },
 });
