@@ -338,7 +338,32 @@ function trustedPrivateDir(cache: CacheLocation): string {
     Deno.removeSync(privateDir, { recursive: true });
     throw error;
   }
+  sweepStalePrivateDirs(platformDir, privateDir);
   return privateDir;
+}
+
+/**
+ * How old a private copy must be before another process removes it: a
+ * process loads its copy within milliseconds of making it, so one this old
+ * was left by a process that died in between (killed, or out of memory).
+ */
+export const STALE_PRIVATE_COPY_MS = 10 * 60 * 1000;
+
+// Private copies left by processes that died between making and loading
+// them would pile up in the cache, one per death; each import sweeps them.
+function sweepStalePrivateDirs(platformDir: string, own: string): void {
+  const now = Date.now();
+  try {
+    for (const entry of Deno.readDirSync(platformDir)) {
+      if (!entry.isDirectory || !entry.name.startsWith(".load-")) continue;
+      const path = `${platformDir}/${entry.name}`;
+      if (path === own) continue;
+      const modified = Deno.statSync(path).mtime?.getTime() ?? now;
+      if (now - modified >= STALE_PRIVATE_COPY_MS) Deno.removeSync(path, { recursive: true });
+    }
+  } catch {
+    // Another process swept it first, or it vanished: nothing to do.
+  }
 }
 
 function checkPrivate(path: string, uid: number | null): void {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { PREBUILT_SHIMS } from "../../ffi/prebuilt.ts";
-import { cachePath, locateShim, platformKey } from "../../ffi/shim_file.ts";
+import { cachePath, locateShim, platformKey, STALE_PRIVATE_COPY_MS } from "../../ffi/shim_file.ts";
 import { subtleSha256Hex as sha256Hex } from "./_subtle_sha256.ts";
 
 const root = new URL("../../", import.meta.url).pathname;
@@ -53,6 +53,32 @@ Deno.test("a remote import downloads the shim once, checks it, and loads it from
     // Once released, no private copy or temporary file is left beside it.
     const dir = first.path.slice(0, first.path.lastIndexOf("/"));
     assert.deepEqual([...Deno.readDirSync(dir)].map((e) => e.name), [first.path.split("/").pop()]);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
+
+Deno.test("a private copy left by a process that died before loading it is swept by a later import", async () => {
+  const cache = await Deno.makeTempDir();
+  const { server, moduleUrl } = servePrebuilt();
+  try {
+    const first = await locateShim({ moduleUrl, env: envFor(cache) });
+    first.release();
+    const dir = first.path.slice(0, first.path.lastIndexOf("/"));
+    // One left long ago (a killed process), one left just now (a process
+    // that is loading it at this moment): only the old one goes.
+    const stale = `${dir}/.load-killed`;
+    const fresh = `${dir}/.load-loading`;
+    for (const path of [stale, fresh]) {
+      await Deno.mkdir(path, { mode: 0o700 });
+      await Deno.writeFile(`${path}/libmtc.so`, shimBytes);
+    }
+    const past = new Date(Date.now() - STALE_PRIVATE_COPY_MS - 60_000);
+    await Deno.utime(stale, past, past);
+    (await locateShim({ moduleUrl, env: envFor(cache) })).release();
+    const left = [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+    assert.deepEqual(left, [".load-loading", first.path.split("/").pop()!].sort());
   } finally {
     await server.shutdown();
     await Deno.remove(cache, { recursive: true });
