@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "7cbc5efa0657079ff929316160c71b766cda73354f97961709d1fbf4fbeec358";
+export const SHIM_SOURCE_HASH = "fb4b21bf4d0991352d703e71b0431f310c0aa8a5ab2dff3101a2784bb2b0e413";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 133096,
-    sha256: "7d6e6a6e4c82c8381743b7ddf67e792b2130847710323af0dbdab29e465eb7f8",
+    sha256: "da937674c3e1653b4839d4db6f73b1c385d64b11449bc44779c55fb3ce22fd42",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133040,
-    sha256: "c4af3253af507f4be7911a267450accdc4f34ec182f9a15c27728e7c2e632fb7",
+    sha256: "5c744aa93fc3bb1705d5e4f16804b561b9e011375954786f391d0b2f79457eb9",
   },
 };

@@ -21,7 +21,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 13
+#define MTC_ABI_VERSION 14
 #endif
 
 #ifndef MTC_SOURCE_HASH
@@ -413,6 +413,16 @@ static int gather_on_copy_engines(CUstream s, const struct mtc_gather_entry *tab
     if (st) return st;
     MTC_COUNT(MTC_COUNT_COPIES);
   }
+  return 0;
+}
+
+// Loads the gather kernel of `device` now (where the driver can; else
+// gathers take the copy engines, as they would on first use): a module load
+// waits for the whole device, so it must not happen while a stream waits
+// for a gate that only this thread can open (gates.c).
+int mtc_load_gather(int device) {
+  CUfunction kernel;
+  mtc_function(device, GATHER_MODULE, mtc_gather_fatbin, "mtc_gather_kernel", &kernel);
   return 0;
 }
 

@@ -28,6 +28,7 @@ import {
   eventSynchronizeOffThread,
   streamWaitEvent,
 } from "../ffi/native.ts";
+import { Gate, gatesSupported } from "./gpu/gate.ts";
 import { checkStream, type CudaStream, streamAddress, streamDevice } from "./gpu/stream.ts";
 import { releaseEvent } from "./memory/event_pool.ts";
 
@@ -92,8 +93,16 @@ export interface CopyJob<R> {
   complete(): R;
   /** Called on failure: releases everything once the GPU is idle. */
   abort(error?: unknown): void;
-  /** The result structure, bound to its memory once the copy is queued (`outputs()`). */
+  /** The result structure (`outputs()`), bound to its memory at once unless `waitsForMemory`. */
   outputs?: R;
+  /** Whether the copy waits for memory: its outputs are bound to memory once it is queued. */
+  waitsForMemory?: boolean;
+}
+
+/** Something held until a copy or a launch settles (a storage, an arena). */
+export interface Releasable {
+  /** Drops the hold. */
+  release(): void;
 }
 
 /**
@@ -103,6 +112,37 @@ export interface CopyJob<R> {
 export const otherWork: ((everyOne: boolean) => void)[] = [];
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
+/** Copies not queued yet that some stream waits for through a gate. */
+const gated = new Set<AsyncCopyHandle<unknown>>();
+
+let queuedOf: (handle: AsyncCopyHandle<unknown>) => Promise<void> | undefined;
+let holdOf: (handle: AsyncCopyHandle<unknown>, held: Releasable) => boolean;
+
+/**
+ * `undefined` once `handle`'s copy is queued (or settled); until then, a
+ * Promise that resolves when it is (or fails: it never rejects).
+ */
+export function whenCopyQueued(handle: AsyncCopyHandle<unknown>): Promise<void> | undefined {
+  return queuedOf(handle);
+}
+
+/**
+ * `undefined` when no stream waits for a gate; else a Promise that resolves
+ * once every copy that some stream waits for through a gate is queued (its
+ * gate open, or opening on the GPU), or has failed.
+ */
+export function gatedCopiesQueued(): Promise<void> | undefined {
+  if (gated.size === 0) return undefined;
+  return Promise.all([...gated].map((handle) => queuedOf(handle))).then(() => {});
+}
+
+/**
+ * Holds `held` until `handle`'s copy settles; false (and nothing held) when
+ * it already has.
+ */
+export function holdUntilCopySettled(handle: AsyncCopyHandle<unknown>, held: Releasable): boolean {
+  return holdOf(handle, held);
+}
 
 /**
  * Settles the in-flight handles whose copies have finished, oldest first,
@@ -139,6 +179,12 @@ export class AsyncCopyHandle<R> {
   #job: CopyJob<R> | undefined;
   #state = PENDING;
   #submitted = false;
+  /** Settles once the copy is queued or failed (only while it was not at first). */
+  #queued: Promise<void> | undefined;
+  /** The gate streams wait for while the copy is not queued, and the device that opens it. */
+  #gate: Gate | undefined;
+  #gateDevice = 0;
+  #holds: Releasable[] | undefined;
   #result: R | undefined;
   #error: unknown;
   #promise: Promise<R> | undefined;
@@ -154,8 +200,11 @@ export class AsyncCopyHandle<R> {
     this.#events = job.eventOps ?? CUDA_EVENTS;
     this.#expectedEnd = performance.now() + job.stats.bytes / ASSUMED_BYTES_PER_MICROSECOND / 1000;
     if (job.submitted) {
-      job.submitted.then(
-        () => this.#submitted = true,
+      this.#queued = job.submitted.then(
+        () => {
+          this.#submitted = true;
+          this.#openGate();
+        },
         (error) => this.#fail(error),
       );
     } else {
@@ -215,11 +264,17 @@ export class AsyncCopyHandle<R> {
    * the copy's outputs on `stream` (or `launch({ after: handle })`) then see
    * the copied bytes.
    *
+   * A copy still being queued (tensors of 1 MiB and more staged in the
+   * background, or a copy waiting for memory) is waited for through a gate
+   * (a word in pinned memory that the stream waits on, written once the
+   * copy has completed on the GPU). If such a copy fails, the gate opens
+   * anyway: the waiting work then reads unspecified bytes, and `get()`
+   * rejects.
+   *
    * @param stream the stream whose later work must run after the copy
    * @throws {TypeError} for a value that is no live `CudaStream`
-   * @throws {Error} while the copy is still being queued (large tensors
-   * staged in the background, or a copy waiting for memory): `await
-   * queued()` first
+   * @throws {Error} for a copy still being queued where the driver cannot
+   * wait for a gate (before CUDA 11.7): `await queued()` first
    * @throws {CudaError} or the copy's own error when the copy failed
    */
   enqueueWait(stream: CudaStream): void {
@@ -228,10 +283,20 @@ export class AsyncCopyHandle<R> {
       if (this.#state === FAILED) throw this.#error;
       return;
     }
+    const device = streamDevice(stream);
     if (!this.#submitted) {
-      throw new Error(
-        "Cannot order GPU work after a copy that is still being queued (tensors of 1 MiB and more staged in the background, or a copy waiting for memory): await handle.queued() first",
-      );
+      if (!gatesSupported(device)) {
+        throw new Error(
+          `Cannot order GPU work after a copy that is still being queued (tensors of 1 MiB and more staged in the background, or a copy waiting for memory): the driver of ${stream.device} cannot wait for it on the GPU (cuStreamWaitValue32, CUDA 11.7 and later); await handle.queued() first`,
+        );
+      }
+      if (this.#gate === undefined) {
+        this.#gate = new Gate();
+        this.#gateDevice = device;
+        gated.add(this as AsyncCopyHandle<unknown>);
+      }
+      this.#gate.waitOn(device, streamAddress(stream));
+      return;
     }
     const events = this.#job!.events;
     for (let i = 0; i < events.length; i++) {
@@ -242,7 +307,9 @@ export class AsyncCopyHandle<R> {
   /**
    * Resolves once all of the copy's GPU work is queued (at once for most
    * copies; later for tensors staged in the background or a copy waiting for
-   * memory): from then on `enqueueWait`, `after` and `outputs()` work.
+   * memory). Nothing needs it: `enqueueWait` and `after` order work after a
+   * copy not queued yet on the GPU, and `outputs()` answers at once but for
+   * a copy waiting for memory.
    *
    * @returns a Promise that rejects with the copy's failure
    */
@@ -262,18 +329,20 @@ export class AsyncCopyHandle<R> {
    * work ordered after the handle, or after `get()` resolves.
    *
    * @returns the same structure `get()` resolves with
-   * @throws {Error} while the copy is still being queued (see `queued()`),
-   * or the copy's error when it failed
+   * @throws {Error} while the copy waits for memory under the limits, or
+   * for a copy not queued yet that it is ordered after (its outputs have no
+   * memory yet: `await queued()` first), or the copy's error when it failed
    */
   outputs(): R {
     if (this.#state === DONE) return this.#result as R;
     if (this.#state === FAILED) throw this.#error;
-    if (!this.#submitted || this.#job!.outputs === undefined) {
+    const job = this.#job!;
+    if ((!this.#submitted && job.waitsForMemory) || job.outputs === undefined) {
       throw new Error(
-        "Cannot hand out the outputs of a copy that is still being queued: await handle.queued() first",
+        "Cannot hand out the outputs of a copy that is not queued yet for want of memory, or of a copy it is ordered after (they have no memory yet): await handle.queued() first",
       );
     }
-    return this.#job!.outputs;
+    return job.outputs;
   }
 
   /**
@@ -325,6 +394,40 @@ export class AsyncCopyHandle<R> {
     return this.#result as R;
   }
 
+  static {
+    queuedOf = (handle) => {
+      if (handle.#state !== PENDING || handle.#submitted) return undefined;
+      return handle.#queued;
+    };
+    holdOf = (handle, held) => {
+      if (handle.#state !== PENDING) return false;
+      (handle.#holds ??= []).push(held);
+      return true;
+    };
+  }
+
+  /** Opens the gate once the copy is queued: on the GPU after its events. */
+  #openGate(): void {
+    const gate = this.#gate;
+    if (gate === undefined || gate.opened) return;
+    gated.delete(this as AsyncCopyHandle<unknown>);
+    try {
+      gate.openAfter(this.#gateDevice, this.#job?.events ?? []);
+    } catch {
+      // The driver refused the write (a broken context): the gate opens from
+      // the CPU when the copy settles.
+    }
+  }
+
+  /** Once the copy has settled: the gate opens from the CPU if it is not open, holds end. */
+  #settled(): void {
+    gated.delete(this as AsyncCopyHandle<unknown>);
+    this.#gate?.openNow(); // nothing to write once it was opened on the GPU
+    const holds = this.#holds;
+    this.#holds = undefined;
+    if (holds) { for (const held of holds) held.release(); }
+  }
+
   #succeed(): void {
     const job = this.#job!;
     this.#job = undefined;
@@ -337,6 +440,7 @@ export class AsyncCopyHandle<R> {
       this.#state = FAILED;
     }
     for (const { device, event } of job.events) this.#events.release(device, event);
+    this.#settled();
   }
 
   #fail(error: unknown): void {
@@ -347,5 +451,6 @@ export class AsyncCopyHandle<R> {
     this.#error = error;
     this.#state = FAILED;
     job.abort(error);
+    this.#settled();
   }
 }

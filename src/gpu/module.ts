@@ -9,12 +9,14 @@
 import {
   CudaError,
   cudaError,
+  functionLimits,
   functionParams,
   moduleFunction,
   moduleLoadOffThread,
   moduleUnload,
 } from "../../ffi/native.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
+import { anyGateClosed, gatesOpen } from "./gate.ts";
 import {
   Kernel,
   type KernelOwner,
@@ -48,6 +50,8 @@ export class ModuleLoadError extends CudaError {
 
 const PARAM_TYPES = new Set(Object.keys(PARAM_BYTES));
 const CUDA_ERROR_NOT_FOUND = 500;
+/** Parameters a kernel's image is asked for at most (its 32 KiB of parameters hold 4096 of 8 bytes). */
+const MAX_PARAMS = 4096;
 
 /**
  * Loads device code on a device: PTX text (a string, or its bytes), a
@@ -106,7 +110,13 @@ export function loadModule(
     if (key !== "device") throw new TypeError(`Invalid option "${key}": expected device`);
   }
   const device = parseCudaDevice(options?.device ?? "cuda:0", "device");
-  return moduleLoadOffThread(device, bytes).then((loaded) => {
+  // A module load waits for the whole device: not while a stream waits for a
+  // copy this isolate has still to queue (gate.ts).
+  const open = gatesOpen();
+  const load = open
+    ? open.then(() => moduleLoadOffThread(device, bytes))
+    : moduleLoadOffThread(device, bytes);
+  return load.then((loaded) => {
     if ("module" in loaded) return new CudaModule(device, loaded.module);
     const op = `load a module on ${deviceName(device)}`;
     throw new ModuleLoadError(cudaError(loaded.status, op), loaded.log.trim());
@@ -131,6 +141,8 @@ export class CudaModule {
   #disposed = false;
   #launches = 0;
   readonly #owner: KernelOwner;
+  /** Kernels looked up so far, by name: the driver is asked once per name. */
+  readonly #functions = new Map<string, number>();
 
   /** Library-internal: made by {@linkcode loadModule}. */
   constructor(device: DeviceIndex, address: number) {
@@ -140,17 +152,15 @@ export class CudaModule {
       assertLive: (what) => {
         if (this.#disposed) throw new TypeError(`Cannot ${what}: its module was disposed`);
       },
-      begin: () => {
-        this.#launches++;
-        return () => {
-          if (--this.#launches !== 0 || !this.#disposed) return;
-          try {
-            this.#unload();
-          } catch {
-            // A broken context (an earlier fault) unloads nothing; the work's
-            // own failure already says why.
-          }
-        };
+      begin: () => void this.#launches++,
+      end: () => {
+        if (--this.#launches !== 0 || !this.#disposed) return;
+        try {
+          this.#unload();
+        } catch {
+          // A broken context (an earlier fault) unloads nothing; the work's
+          // own failure already says why.
+        }
       },
     };
   }
@@ -176,6 +186,9 @@ export class CudaModule {
    * @throws {TypeError} for a name that is no string or not in the module, a
    * parameter list that is no array of parameter types or does not match the
    * image, or a disposed module
+   * @throws {Error} for a name not looked up before, while GPU work waits
+   * for a copy not queued yet (the driver's first lookup would hold the
+   * copy's transfers behind that work): look kernels up first
    */
   kernel(name: string, params: readonly ParamType[]): Kernel {
     if (typeof name !== "string" || name.length === 0) {
@@ -196,6 +209,30 @@ export class CudaModule {
         );
       }
     });
+    let fn = this.#functions.get(name);
+    if (fn === undefined) {
+      fn = this.#lookUp(name);
+      this.#functions.set(name, fn);
+    }
+    // One parameter more than declared is asked for: that the driver has
+    // none there is what says the kernel takes no more (a kernel that takes
+    // more is asked again, for its count).
+    let image = functionParams(this.#device, fn, params.length + 1);
+    if (image && image.length > params.length) {
+      image = functionParams(this.#device, fn, MAX_PARAMS);
+    }
+    checkAgainstImage(name, params, image);
+    const limits = functionLimits(this.#device, fn);
+    return new Kernel(this.#owner, this.#device, fn, name, params, limits);
+  }
+
+  /** The driver's handle of kernel `name` (its first lookup loads it: see gate.ts). */
+  #lookUp(name: string): number {
+    if (anyGateClosed()) {
+      throw new Error(
+        `Cannot look up kernel "${name}" while GPU work waits for a copy that is not queued yet: the driver's first lookup of a kernel holds every stream of the device behind that work, the copy's own transfers included; look kernels up before, or await the copy's queued() first`,
+      );
+    }
     const found = moduleFunction(this.#device, this.#address, name);
     if ("status" in found) {
       if (found.status === CUDA_ERROR_NOT_FOUND) {
@@ -205,8 +242,7 @@ export class CudaModule {
       }
       throw cudaError(found.status, `look up kernel "${name}" on ${this.device}`);
     }
-    checkAgainstImage(name, params, functionParams(this.#device, found.function));
-    return new Kernel(this.#owner, this.#device, found.function, name, params);
+    return found.function;
   }
 
   /**

@@ -269,8 +269,12 @@ export function createStream(device: string): CudaStream {
  * ```
  */
 export function defaultStream(device: string): CudaStream {
-  const index = parseCudaDevice(device);
-  return defaults[index] ??= make(index, libraryStream(index, "compute"), LIBRARY);
+  return defaultStreamOf(parseCudaDevice(device));
+}
+
+/** {@linkcode defaultStream} by device index (library-internal: no string per launch). */
+export function defaultStreamOf(device: DeviceIndex): CudaStream {
+  return defaults[device] ??= make(device, libraryStream(device, "compute"), LIBRARY);
 }
 
 /** The library's copy stream of `device` (library-internal: never handed out). */

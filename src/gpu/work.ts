@@ -10,9 +10,11 @@
  * seen the work's event complete (never a use-after-free, whatever the
  * stream). The event comes from the library's pool and is never handed out:
  * `enqueueWait` queues a wait for it, which captures its record at once.
- * Works in flight are settled oldest first at each launch and each
- * `startCopy` (and by their own `ready()`/`done()`), so a dropped work still
- * gives its holds back.
+ * Works in flight are settled at each launch and each `startCopy` (and by
+ * their own `ready()`/`done()`), so a dropped work still gives its holds
+ * back: per stream, oldest first, up to the first one still running (work
+ * on one stream completes in order), so that a long kernel on one stream
+ * does not keep the holds of finished work on the others.
  *
  * @module
  */
@@ -23,31 +25,70 @@ import {
   eventSynchronizeOffThread,
   streamWaitEvent,
 } from "../../ffi/native.ts";
-import { otherWork } from "../copy_handle.ts";
+import { otherWork, type Releasable } from "../copy_handle.ts";
 import type { DeviceIndex } from "../device.ts";
 import { releaseEvent } from "../memory/event_pool.ts";
-import type { Storage } from "../memory/storage.ts";
 import { checkStream, type CudaStream, streamAddress, streamDevice } from "./stream.ts";
 
 const PENDING = 0;
 const DONE = 1;
 const FAILED = 2;
 
-const inFlight = new Set<GpuWork>();
-let hold: (work: GpuWork, storage: Storage) => void;
+/** The works in flight on one stream, in launch order (settled ones are skipped). */
+interface StreamQueue {
+  readonly device: DeviceIndex;
+  readonly stream: number;
+  works: GpuWork[];
+  head: number;
+}
 
-/** Adds a hold on `storage` that `work` releases when it settles (none once it has). */
-export function holdUntilDone(work: GpuWork, storage: Storage): void {
-  hold(work, storage);
+/** Queues by device, then by stream address; `queueList` holds the non-empty ones. */
+const queues: Map<number, StreamQueue>[] = [];
+const queueList: StreamQueue[] = [];
+let hold: (work: GpuWork, held: Releasable) => boolean;
+
+/**
+ * Holds `held` until `work` settles; false (and nothing held) when it
+ * already has. The caller has taken the hold (a retain) that this releases.
+ */
+export function holdUntilDone(work: GpuWork, held: Releasable): boolean {
+  return hold(work, held);
+}
+
+function enqueue(work: GpuWork, device: DeviceIndex, stream: number): void {
+  const byStream = queues[device] ??= new Map();
+  let queue = byStream.get(stream);
+  if (queue === undefined) {
+    queue = { device, stream, works: [], head: 0 };
+    byStream.set(stream, queue);
+    queueList.push(queue);
+  }
+  queue.works.push(work);
 }
 
 /**
- * Settles the works in flight whose events completed, oldest first, up to
- * the first one still running (`everyOne`: asks them all).
+ * Settles the works in flight whose events completed: on each stream,
+ * oldest first, up to the first one still running (`everyOne`: asks them
+ * all). One query per stream with work in flight, plus one per settled work.
  */
 export function reapWork(everyOne = false): void {
-  for (const work of inFlight) {
-    if (!work.ready() && !everyOne) return;
+  for (let q = queueList.length - 1; q >= 0; q--) {
+    const queue = queueList[q];
+    const works = queue.works;
+    let head = queue.head;
+    while (head < works.length && works[head].ready()) head++;
+    if (everyOne) { for (let i = head; i < works.length; i++) works[i].ready(); }
+    if (head === works.length) {
+      // Empty: forgotten (streams come and go).
+      queues[queue.device].delete(queue.stream);
+      queueList[q] = queueList[queueList.length - 1];
+      queueList.pop();
+    } else if (head > 64 && head * 2 > works.length) {
+      queue.works = works.slice(head);
+      queue.head = 0;
+    } else {
+      queue.head = head;
+    }
   }
 }
 otherWork.push(reapWork);
@@ -87,7 +128,7 @@ otherWork.push(reapWork);
 export class GpuWork {
   readonly #device: DeviceIndex;
   #event: number;
-  #holds: Storage[] | undefined;
+  #holds: Releasable[] | undefined;
   #onSettle: (() => void) | undefined;
   #state = PENDING;
   #error: unknown;
@@ -95,23 +136,25 @@ export class GpuWork {
   readonly #what: string;
 
   static {
-    hold = (work, storage) => {
-      if (work.ready()) return;
-      storage.retain();
-      (work.#holds ??= []).push(storage);
+    hold = (work, held) => {
+      if (work.ready()) return false;
+      (work.#holds ??= []).push(held);
+      return true;
     };
   }
 
   /**
-   * Library-internal: work whose completion `event` (of `device`, from the
-   * pool) was recorded; `holds` are released and `onSettle` called once it
+   * Library-internal: work queued on `stream` (an address) of `device`,
+   * whose completion `event` (of `device`, from the pool) was recorded after
+   * it; `holds` (already taken) are released and `onSettle` called once it
    * completes or fails.
    */
   constructor(
     device: DeviceIndex,
+    stream: number,
     event: number,
     what: string,
-    holds?: Storage[],
+    holds?: Releasable[],
     onSettle?: () => void,
   ) {
     this.#device = device;
@@ -119,7 +162,7 @@ export class GpuWork {
     this.#what = what;
     this.#holds = holds;
     this.#onSettle = onSettle;
-    inFlight.add(this);
+    enqueue(this, device, stream);
   }
 
   /**
@@ -178,7 +221,6 @@ export class GpuWork {
   }
 
   #settle(status: number): void {
-    inFlight.delete(this);
     if (status === 0) {
       this.#state = DONE;
     } else {
@@ -189,7 +231,7 @@ export class GpuWork {
     this.#event = 0;
     const holds = this.#holds;
     this.#holds = undefined;
-    if (holds) { for (const storage of holds) storage.release(); }
+    if (holds) { for (const held of holds) held.release(); }
     const onSettle = this.#onSettle;
     this.#onSettle = undefined;
     onSettle?.();

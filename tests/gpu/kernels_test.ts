@@ -10,7 +10,8 @@ import {
   Tensor,
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
-import { hasGpu, underSanitizer } from "./_helpers.ts";
+import { testAids } from "../../ffi/test_aids.ts";
+import { hasGpu } from "./_helpers.ts";
 
 // Kernels with only the driver: PTX JIT-compiled by it, parameters checked
 // against the image where the driver can tell (CUDA 12.4+), arguments
@@ -88,15 +89,27 @@ Deno.test({
     assert.throws(launch({ stream: {} }), /Invalid stream/);
     assert.throws(launch({ after: [1] }), /Invalid after\[0\]/);
     assert.throws(launch({ speed: 1 }), /Invalid config option "speed"/);
-    // The driver refuses too much shared memory: a CudaError, and no hold is left.
-    if (!underSanitizer) {
-      // (The sanitizer reports the refused call, rightly.)
-      const inUse = devicePool(0).inUseBytes;
-      assert.throws(launch({ sharedBytes: 1 << 30 }), CudaError);
-      x.dispose();
-      assert.ok(devicePool(0).inUseBytes < inUse, "the refused launch kept no hold on x");
-    }
+    // The kernel's own limits, as the driver gives them, refuse before the driver sees it.
+    assert.throws(
+      launch({ sharedBytes: 1 << 30 }),
+      /Invalid sharedBytes: expected an integer from 0 to/,
+    );
+    assert.throws(launch({ sharedBytes: 0.5 }), RangeError);
+    assert.throws(
+      launch({ block: [32, 64] }),
+      /Invalid block: expected at most \d+ threads per block/,
+    );
+    assert.throws(
+      launch({ block: [1, 1, 65] }),
+      /Invalid block\[2\]: expected an integer from 1 to 64/,
+    );
+    assert.throws(launch({ grid: [1, 65536] }), /Invalid grid\[1\]/);
+    // A launch the driver refuses is a CudaError, and leaves no hold behind.
+    const inUse = devicePool(0).inUseBytes;
+    testAids!.injectFault("kernel", { error: 1 });
+    assert.throws(launch({}), { name: "CudaError", message: /CUDA_ERROR_INVALID_VALUE/ });
     x.dispose();
+    assert.ok(devicePool(0).inUseBytes < inUse, "the refused launch kept no hold on x");
     assert.throws(() => scale.launch({ grid: 1, block: 4, args: [x, 1, 0, 4] }), /disposed/);
     if (deviceCount() > 1) {
       const [other] = await startCopy([new Float32Array(4)], "cuda:1").get();
