@@ -127,43 +127,9 @@ export function hostAlloc(bytes: number): number {
   return out[0];
 }
 
-/**
- * Calls that make the driver wait for the whole device (`cuMemFreeHost`,
- * `cuModuleUnload`: measured on the H100, driver 580) are held while a
- * stream waits for a gate (src/gpu/gate.ts): the copy that opens it is
- * queued by this thread, so such a call made now would never return. They
- * run once every gate is seen open; their failures are dropped then (what
- * they free is not reachable anymore).
- */
-let synchronizingHolds = 0;
-const heldCalls: (() => void)[] = [];
-
-/** Holds the calls that wait for the whole device until the matching release. */
-export function holdSynchronizingCalls(): void {
-  synchronizingHolds++;
-}
-
-/** Ends a {@linkcode holdSynchronizingCalls}; the last one runs the held calls. */
-export function releaseSynchronizingCalls(): void {
-  if (--synchronizingHolds > 0) return;
-  synchronizingHolds = 0;
-  for (const call of heldCalls.splice(0)) {
-    try {
-      call();
-    } catch {
-      // See above.
-    }
-  }
-}
-
-function whenNotHeld(call: () => void): void {
-  if (synchronizingHolds === 0) call();
-  else heldCalls.push(call);
-}
-
 /** Frees memory from {@linkcode hostAlloc}. No JS view of it may remain. */
 export function hostFree(address: number): void {
-  whenNotHeld(() => check(sym().mtc_host_free(address), "free pinned host memory"));
+  check(sym().mtc_host_free(address), "free pinned host memory");
 }
 
 /** Stream-ordered device allocation on the library stream of `device`. */
@@ -270,7 +236,7 @@ export function stagerStop(stager: number, timeoutMs: number): boolean {
 
 /** Waits for a stager's queued copies and frees it. */
 export function stagerDestroy(stager: number): void {
-  whenNotHeld(() => check(sym().mtc_stager_destroy(stager), "free pinned staging memory"));
+  check(sym().mtc_stager_destroy(stager), "free pinned staging memory");
 }
 
 /** One range of a JS buffer to stage to device memory. */
@@ -500,9 +466,7 @@ export async function moduleLoadOffThread(device: number, image: Uint8Array): Pr
 
 /** Unloads a module from {@linkcode moduleLoadOffThread}. */
 export function moduleUnload(device: number, module: number): void {
-  whenNotHeld(() =>
-    check(sym().mtc_module_unload(device, module), () => `unload a module of cuda:${device}`)
-  );
+  check(sym().mtc_module_unload(device, module), () => `unload a module of cuda:${device}`);
 }
 
 /**
@@ -580,39 +544,4 @@ export function functionLimits(device: number, fn: number): FunctionLimits | und
   if (status === CUDA_ERROR_NOT_SUPPORTED) return undefined;
   check(status, () => `read the launch limits of a kernel of cuda:${device}`);
   return { maxThreadsPerBlock: limits[0], maxDynamicSharedBytes: limits[1] };
-}
-
-/** Whether streams of `device` can wait for gate words (`cuStreamWaitValue32`). */
-export function gateSupport(device: number): boolean {
-  check(
-    sym().mtc_gate_support(device, out),
-    () => `ask cuda:${device} about stream memory operations`,
-  );
-  return out[0] === 1;
-}
-
-/** Makes `stream` of `device` wait on the GPU until the word at `gate` reaches `value`. */
-export function gateWait(device: number, stream: number, gate: number, value: number): void {
-  check(
-    sym().mtc_gate_wait(device, stream, gate, value),
-    () => `make a stream of cuda:${device} wait for a gate`,
-  );
-}
-
-/** Writes `value` to the word at `gate` from `stream` of `device`, after its work so far. */
-export function gateWrite(device: number, stream: number, gate: number, value: number): void {
-  check(
-    sym().mtc_gate_write(device, stream, gate, value),
-    () => `open a gate from a stream of cuda:${device}`,
-  );
-}
-
-/** Writes `value` to the word at `gate` from the CPU (none when negative); returns the word. */
-export function gateSet(gate: number, value: number): number {
-  return sym().mtc_gate_set(gate, value);
-}
-
-/** Adds `delta` to the count of gates closed in the process (every isolate); returns it. */
-export function gatesClosedInProcess(delta = 0): number {
-  return sym().mtc_gate_count(delta);
 }

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "fb4b21bf4d0991352d703e71b0431f310c0aa8a5ab2dff3101a2784bb2b0e413";
+export const SHIM_SOURCE_HASH = "9a8cd114a9c8709c2584a085b9b395e77208fa8dbd45967b86ab7ca613c6cd01";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 133096,
-    sha256: "da937674c3e1653b4839d4db6f73b1c385d64b11449bc44779c55fb3ce22fd42",
+    sha256: "4d30c2a2b0bf0127a19d8dc8e07393b0b915596549ce432e8cf4ed992f1942ab",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 133040,
-    sha256: "5c744aa93fc3bb1705d5e4f16804b561b9e011375954786f391d0b2f79457eb9",
+    sha256: "911aa60273e73e7daa7b7b25b9fb6345655610e2ecde88140e011fd144fcb660",
   },
 };

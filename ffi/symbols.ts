@@ -135,16 +135,6 @@ export const symbols = {
   mtc_launch: { parameters: ["i32", "f64", "f64", "f64", "buffer"], result: "i32" },
   // int32_t mtc_function_limits(int32_t device, addr_t function, double out[3])
   mtc_function_limits: { parameters: ["i32", "f64", "buffer"], result: "i32" },
-  // int32_t mtc_gate_support(int32_t device, double out[1])
-  mtc_gate_support: { parameters: ["i32", "buffer"], result: "i32" },
-  // int32_t mtc_gate_wait(int32_t device, addr_t stream, addr_t gate, double value)
-  mtc_gate_wait: { parameters: ["i32", "f64", "f64", "f64"], result: "i32" },
-  // int32_t mtc_gate_write(int32_t device, addr_t stream, addr_t gate, double value)
-  mtc_gate_write: { parameters: ["i32", "f64", "f64", "f64"], result: "i32" },
-  // double mtc_gate_set(addr_t gate, double value_or_negative): the word after
-  mtc_gate_set: { parameters: ["f64", "f64"], result: "f64" },
-  // int32_t mtc_gate_count(int32_t delta): gates closed in the process, after adding delta
-  mtc_gate_count: { parameters: ["i32"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**

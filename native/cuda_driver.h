@@ -103,23 +103,12 @@ struct mtc_cuda_api {
 // required: the copies work without them).
 typedef CUresult (*mtc_cuFuncGetParamInfo_t)(CUfunction f, size_t index, size_t *offset,
                                              size_t *size);  // CUDA 12.4
-typedef CUresult (*mtc_cuFuncGetParamCount_t)(CUfunction f, size_t *count);  // CUDA 13.x
+typedef CUresult (*mtc_cuFuncGetParamCount_t)(CUfunction f, size_t *count);  // newer than 13.0
 typedef CUresult (*mtc_cuFuncGetAttribute_t)(int *value, int attribute, CUfunction f);
-typedef CUresult (*mtc_cuDeviceGetAttribute_t)(int *value, int attribute, CUdevice device);
-typedef CUresult (*mtc_cuStreamValue32_t)(CUstream stream, CUdeviceptr address, uint32_t value,
-                                          unsigned int flags);
 struct mtc_cuda_optional_api {
   mtc_cuFuncGetParamInfo_t cuFuncGetParamInfo;
   mtc_cuFuncGetParamCount_t cuFuncGetParamCount;
   mtc_cuFuncGetAttribute_t cuFuncGetAttribute;
-  mtc_cuDeviceGetAttribute_t cuDeviceGetAttribute;
-  // cuStreamWaitValue32 / cuStreamWriteValue32: the _v2 entry points (CUDA
-  // 11.7 and later, usable on every device by default) where the driver has
-  // them, else the first ones (usable only where the kernel module enables
-  // them: CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_MEM_OPS_V1).
-  mtc_cuStreamValue32_t cuStreamWaitValue32;
-  mtc_cuStreamValue32_t cuStreamWriteValue32;
-  int stream_values_v1;
 };
 
 #endif

@@ -66,14 +66,6 @@ static void resolve_optional(void *lib) {
   struct mtc_cuda_optional_api *o = &mtc_cu_optional;
   o->cuFuncGetParamCount = (mtc_cuFuncGetParamCount_t)dlsym(lib, "cuFuncGetParamCount");
   o->cuFuncGetAttribute = (mtc_cuFuncGetAttribute_t)dlsym(lib, "cuFuncGetAttribute");
-  o->cuDeviceGetAttribute = (mtc_cuDeviceGetAttribute_t)dlsym(lib, "cuDeviceGetAttribute");
-  o->cuStreamWaitValue32 = (mtc_cuStreamValue32_t)dlsym(lib, "cuStreamWaitValue32_v2");
-  o->cuStreamWriteValue32 = (mtc_cuStreamValue32_t)dlsym(lib, "cuStreamWriteValue32_v2");
-  if (o->cuStreamWaitValue32 == NULL || o->cuStreamWriteValue32 == NULL) {
-    o->cuStreamWaitValue32 = (mtc_cuStreamValue32_t)dlsym(lib, "cuStreamWaitValue32");
-    o->cuStreamWriteValue32 = (mtc_cuStreamValue32_t)dlsym(lib, "cuStreamWriteValue32");
-    o->stream_values_v1 = 1;
-  }
 }
 
 static int load_once(void) {

@@ -416,16 +416,6 @@ static int gather_on_copy_engines(CUstream s, const struct mtc_gather_entry *tab
   return 0;
 }
 
-// Loads the gather kernel of `device` now (where the driver can; else
-// gathers take the copy engines, as they would on first use): a module load
-// waits for the whole device, so it must not happen while a stream waits
-// for a gate that only this thread can open (gates.c).
-int mtc_load_gather(int device) {
-  CUfunction kernel;
-  mtc_function(device, GATHER_MODULE, mtc_gather_fatbin, "mtc_gather_kernel", &kernel);
-  return 0;
-}
-
 // Gathers `count` device tensors of `device` listed in `table` (pinned,
 // mapped) into the packed device buffer `dst` (one kernel), then optionally
 // copies `bytes` of it to `host_dst` (one transfer) and records `event`.

@@ -46,9 +46,6 @@ int mtc_fault(int site) MTC_HIDDEN;
 #define MTC_FAULT(site) ((void)0)
 #endif
 
-// Loads the gather kernel of `device` ahead of its first use (mtc.c).
-int mtc_load_gather(int device) MTC_HIDDEN;
-
 // Where faults can be injected (test aids; no-ops in the product).
 #define MTC_FAULT_HOST_ALLOC 0
 #define MTC_FAULT_DEVICE_ALLOC 1

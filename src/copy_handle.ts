@@ -28,7 +28,6 @@ import {
   eventSynchronizeOffThread,
   streamWaitEvent,
 } from "../ffi/native.ts";
-import { Gate, gatesSupported } from "./gpu/gate.ts";
 import { checkStream, type CudaStream, streamAddress, streamDevice } from "./gpu/stream.ts";
 import { releaseEvent } from "./memory/event_pool.ts";
 
@@ -112,10 +111,20 @@ export interface Releasable {
 export const otherWork: ((everyOne: boolean) => void)[] = [];
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
-/** Copies not queued yet that some stream waits for through a gate. */
-const gated = new Set<AsyncCopyHandle<unknown>>();
-
 let queuedOf: (handle: AsyncCopyHandle<unknown>) => Promise<void> | undefined;
+let waitOf: (handle: AsyncCopyHandle<unknown>, device: number, stream: number) => void;
+
+/**
+ * `enqueueWait` for the stream at address `stream` of `device` (checked by
+ * the caller, or one the library holds on to), for work queued already.
+ */
+export function enqueueCopyWait(
+  handle: AsyncCopyHandle<unknown>,
+  device: number,
+  stream: number,
+): void {
+  waitOf(handle, device, stream);
+}
 let holdOf: (handle: AsyncCopyHandle<unknown>, held: Releasable) => boolean;
 
 /**
@@ -124,16 +133,6 @@ let holdOf: (handle: AsyncCopyHandle<unknown>, held: Releasable) => boolean;
  */
 export function whenCopyQueued(handle: AsyncCopyHandle<unknown>): Promise<void> | undefined {
   return queuedOf(handle);
-}
-
-/**
- * `undefined` when no stream waits for a gate; else a Promise that resolves
- * once every copy that some stream waits for through a gate is queued (its
- * gate open, or opening on the GPU), or has failed.
- */
-export function gatedCopiesQueued(): Promise<void> | undefined {
-  if (gated.size === 0) return undefined;
-  return Promise.all([...gated].map((handle) => queuedOf(handle))).then(() => {});
 }
 
 /**
@@ -181,9 +180,6 @@ export class AsyncCopyHandle<R> {
   #submitted = false;
   /** Settles once the copy is queued or failed (only while it was not at first). */
   #queued: Promise<void> | undefined;
-  /** The gate streams wait for while the copy is not queued, and the device that opens it. */
-  #gate: Gate | undefined;
-  #gateDevice = 0;
   #holds: Releasable[] | undefined;
   #result: R | undefined;
   #error: unknown;
@@ -203,7 +199,6 @@ export class AsyncCopyHandle<R> {
       this.#queued = job.submitted.then(
         () => {
           this.#submitted = true;
-          this.#openGate();
         },
         (error) => this.#fail(error),
       );
@@ -264,52 +259,42 @@ export class AsyncCopyHandle<R> {
    * the copy's outputs on `stream` (or `launch({ after: handle })`) then see
    * the copied bytes.
    *
-   * A copy still being queued (tensors of 1 MiB and more staged in the
-   * background, or a copy waiting for memory) is waited for through a gate
-   * (a word in pinned memory that the stream waits on, written once the
-   * copy has completed on the GPU). If such a copy fails, the gate opens
-   * anyway: the waiting work then reads unspecified bytes, and `get()`
-   * rejects.
+   * A copy not queued yet (tensors of 1 MiB and more still staging in the
+   * background, or a copy waiting for memory) cannot be waited for on the
+   * GPU: there is no event to wait for yet, and a GPU wait for work not yet
+   * queued deadlocks where streams share a hardware queue. Pass the handle
+   * as `after` to `launch`, `startCopy` or `dispose` instead (they are
+   * queued once the copy is), or `await queued()` first.
    *
    * @param stream the stream whose later work must run after the copy
    * @throws {TypeError} for a value that is no live `CudaStream`
-   * @throws {Error} for a copy still being queued where the driver cannot
-   * wait for a gate (before CUDA 11.7): `await queued()` first
+   * @throws {Error} for a copy not queued yet (see above)
    * @throws {CudaError} or the copy's own error when the copy failed
    */
   enqueueWait(stream: CudaStream): void {
     checkStream(stream, "stream");
+    this.#enqueueWait(streamDevice(stream), streamAddress(stream));
+  }
+
+  #enqueueWait(device: number, stream: number): void {
     if (this.ready()) {
       if (this.#state === FAILED) throw this.#error;
       return;
     }
-    const device = streamDevice(stream);
     if (!this.#submitted) {
-      if (!gatesSupported(device)) {
-        throw new Error(
-          `Cannot order GPU work after a copy that is still being queued (tensors of 1 MiB and more staged in the background, or a copy waiting for memory): the driver of ${stream.device} cannot wait for it on the GPU (cuStreamWaitValue32, CUDA 11.7 and later); await handle.queued() first`,
-        );
-      }
-      if (this.#gate === undefined) {
-        this.#gate = new Gate();
-        this.#gateDevice = device;
-        gated.add(this as AsyncCopyHandle<unknown>);
-      }
-      this.#gate.waitOn(device, streamAddress(stream));
-      return;
+      throw new Error(
+        "Cannot make a stream wait on the GPU for a copy that is not queued yet (tensors of 1 MiB and more still staging in the background, or a copy waiting for memory): pass the handle as `after` to launch, startCopy or dispose, which are queued once the copy is, or await handle.queued() first",
+      );
     }
     const events = this.#job!.events;
-    for (let i = 0; i < events.length; i++) {
-      streamWaitEvent(streamDevice(stream), streamAddress(stream), events[i].event);
-    }
+    for (let i = 0; i < events.length; i++) streamWaitEvent(device, stream, events[i].event);
   }
 
   /**
    * Resolves once all of the copy's GPU work is queued (at once for most
    * copies; later for tensors staged in the background or a copy waiting for
-   * memory). Nothing needs it: `enqueueWait` and `after` order work after a
-   * copy not queued yet on the GPU, and `outputs()` answers at once but for
-   * a copy waiting for memory.
+   * memory): from then on `enqueueWait` works. `after` needs no such wait,
+   * and `outputs()` answers at once but for a copy waiting for memory.
    *
    * @returns a Promise that rejects with the copy's failure
    */
@@ -399,6 +384,7 @@ export class AsyncCopyHandle<R> {
       if (handle.#state !== PENDING || handle.#submitted) return undefined;
       return handle.#queued;
     };
+    waitOf = (handle, device, stream) => handle.#enqueueWait(device, stream);
     holdOf = (handle, held) => {
       if (handle.#state !== PENDING) return false;
       (handle.#holds ??= []).push(held);
@@ -406,23 +392,8 @@ export class AsyncCopyHandle<R> {
     };
   }
 
-  /** Opens the gate once the copy is queued: on the GPU after its events. */
-  #openGate(): void {
-    const gate = this.#gate;
-    if (gate === undefined || gate.opened) return;
-    gated.delete(this as AsyncCopyHandle<unknown>);
-    try {
-      gate.openAfter(this.#gateDevice, this.#job?.events ?? []);
-    } catch {
-      // The driver refused the write (a broken context): the gate opens from
-      // the CPU when the copy settles.
-    }
-  }
-
-  /** Once the copy has settled: the gate opens from the CPU if it is not open, holds end. */
+  /** Once the copy has settled: what others asked it to hold goes back. */
   #settled(): void {
-    gated.delete(this as AsyncCopyHandle<unknown>);
-    this.#gate?.openNow(); // nothing to write once it was opened on the GPU
     const holds = this.#holds;
     this.#holds = undefined;
     if (holds) { for (const held of holds) held.release(); }

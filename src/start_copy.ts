@@ -122,7 +122,7 @@ export function startCopy<T>(
   let ordered: Promise<void> | undefined;
   if (after !== undefined) {
     // Before anything is queued: the copy streams it will use wait on the GPU
-    // (once that can be queued: gpu/after.ts, "Copy streams never wait for gates").
+    // (once what it names is queued: gpu/work.ts, "Work not queued yet").
     const devices = new Set([...route.d2hBySource().keys(), ...route.peerBySource().keys()]);
     if (target !== CPU) devices.add(target);
     try {

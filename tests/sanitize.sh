@@ -11,7 +11,10 @@
 # allocation fail on purpose (out of memory, an absurd size) are skipped
 # (MTC_UNDER_SANITIZER=1), since the tools report those calls, rightly, and
 # so is the test that terminates a Worker with copies in flight (its pools
-# are never freed: Deno fires no unload in a Worker).
+# are never freed: Deno fires no unload in a Worker). So are the two checks
+# of bad input that only the driver can refuse (malformed PTX, an unknown
+# kernel name: tests/gpu/kernels_test.ts), and the test that needs a long
+# kernel to overlap another stream's (the tools run kernels one at a time).
 #
 # One kind of report is expected and not counted as an error: where the
 # driver cannot count a kernel's parameters (cuFuncGetParamCount, drivers

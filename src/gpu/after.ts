@@ -4,35 +4,27 @@
  * after it: a stream (launches), the copy streams (`startCopy`), and the
  * reuse of a disposed tensor's memory (`dispose`, `disposeAll`).
  *
- * Every ordering is a wait queued on the GPU (`cuStreamWaitEvent`, or a
- * gate for a copy not queued yet: `gate.ts`); the CPU never waits. A stream
- * is waited for through one scratch event per device, recorded and waited
- * for in one call: a wait captures the record it follows when it is queued,
- * so the event is free again at once and never leaves the library.
+ * Every ordering is a wait queued on the GPU (`cuStreamWaitEvent`) for an
+ * event already recorded; the CPU never waits. A stream is waited for
+ * through one scratch event per device, recorded and waited for in one
+ * call: a wait captures the record it follows when it is queued, so the
+ * event is free again at once and never leaves the library.
  *
- * Note [Copy streams never wait for gates]
- * ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
- * A copy not queued yet queues its transfers later on a library copy
- * stream. Were that copy stream made to wait for it, or for anything that
- * waits for its gate (a launch ordered after it, a stream that waited for
- * it), the transfers would queue behind that wait and never run: a GPU
- * deadlock. So an ordering of a copy stream (`startCopy({ after })`, the
- * reuse of disposed device memory) is deferred, on the CPU, while it could
- * depend on such a copy: until the copies it names are queued, and while
- * any gate is closed, until the copies behind every closed gate are. The
- * streams it names are marked at once (an event recorded on each), so the
- * deferred wait covers their work up to the call, no more. A deferred copy
- * is queued like a copy waiting for memory; deferred device memory is held
- * until its ordering is queued.
+ * Work that is not queued yet (a copy still staging or waiting for memory,
+ * a launch ordered after one, a stream whose last launch is such a launch)
+ * has no event yet. What is ordered after it is queued once it is (on the
+ * CPU: a promise, no thread waits; gpu/work.ts, "Work not queued yet"): a
+ * launch, a copy (`startCopy({ after })`, queued as a copy waiting for
+ * memory is), or the reuse of disposed device memory (held until then).
  *
  * @module
  */
 
-import { eventCreate, eventRecordOn, streamFence, streamWaitEvent } from "../../ffi/native.ts";
+import { eventCreate, eventRecordOn, streamFence } from "../../ffi/native.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import {
   AsyncCopyHandle,
-  gatedCopiesQueued,
+  enqueueCopyWait,
   holdUntilCopySettled,
   type Releasable,
   whenCopyQueued,
@@ -40,8 +32,15 @@ import {
 import { CPU, type DeviceIndex } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
-import { copyStream, CudaStream, describe, streamAddress, streamDevice } from "./stream.ts";
-import { GpuWork, holdUntilDone } from "./work.ts";
+import {
+  copyStream,
+  CudaStream,
+  describe,
+  streamAddress,
+  streamDevice,
+  streamTail,
+} from "./stream.ts";
+import { enqueueWorkWait, GpuWork, holdUntilDone, whenWorkQueued } from "./work.ts";
 
 /** Work that other work can be ordered after, on the GPU. */
 export type After = AsyncCopyHandle<unknown> | GpuWork | CudaStream;
@@ -84,110 +83,70 @@ export function checkAfter(after: unknown, what: string, list = false): After[] 
 }
 
 /**
- * Makes `stream` (never a library copy stream with a copy not queued yet
- * among `items`: see the note) wait on the GPU for each of `items`; returns
- * at once.
+ * Makes `stream` wait on the GPU for each of `items`, all queued already
+ * (see {@linkcode notQueuedYet}); returns at once.
  */
 export function orderAfter(stream: CudaStream, items: readonly After[]): void {
+  orderAfterOn(streamDevice(stream), streamAddress(stream), items);
+}
+
+/** {@linkcode orderAfter} for the stream at address `waiter` of `waiterDevice`. */
+export function orderAfterOn(
+  waiterDevice: DeviceIndex,
+  waiter: number,
+  items: readonly After[],
+): void {
   for (let i = 0; i < items.length; i++) {
     const item = items[i];
     if (item instanceof CudaStream) {
       const signalDevice = streamDevice(item);
-      const waiterDevice = streamDevice(stream);
+      const signaler = streamAddress(item);
       // The same stream (the legacy default stream, 0, is one per device).
-      if (streamAddress(item) === streamAddress(stream) && signalDevice === waiterDevice) continue;
+      if (signaler === waiter && signalDevice === waiterDevice) continue;
       streamFence({
         waiterDevice,
-        waiter: streamAddress(stream),
+        waiter,
         signalDevice,
-        signaler: streamAddress(item),
+        signaler,
         event: scratch[signalDevice] ??= eventCreate(signalDevice),
       });
+    } else if (item instanceof GpuWork) {
+      enqueueWorkWait(item, waiterDevice, waiter);
     } else {
-      item.enqueueWait(stream);
+      enqueueCopyWait(item, waiterDevice, waiter);
     }
   }
-}
-
-/** The work queued on a stream up to a point: an event recorded there (from the pool). */
-interface Marker {
-  readonly device: DeviceIndex;
-  readonly event: number;
 }
 
 /**
- * The ordering of library copy streams after `after` items (see the note):
- * at once when nothing it names can depend on a copy not queued yet;
- * otherwise `blockers` settles once it can be queued, and the streams it
- * names were marked at construction.
+ * `undefined` when every item of `after` (and the last launch on `stream`
+ * of `device`, where given) is queued on the GPU; else a Promise that
+ * resolves once they are (or have failed: it never rejects).
  */
-export class CopyStreamOrder {
-  /** Settles once the ordering can be queued (`undefined`: now). */
-  readonly blockers: Promise<void> | undefined;
-  readonly #items: readonly (After | Marker)[];
-
-  /** Checks nothing: `items` come from {@linkcode checkAfter}. */
-  constructor(items: readonly After[]) {
-    const waits: Promise<void>[] = [];
-    let others = false;
-    for (const item of items) {
+export function notQueuedYet(
+  after: readonly After[] | undefined,
+  device?: DeviceIndex,
+  stream?: number,
+): Promise<void> | undefined {
+  let waits: Promise<void>[] | undefined;
+  const add = (wait: Promise<void> | undefined) => {
+    if (wait !== undefined) (waits ??= []).push(wait);
+  };
+  if (stream !== undefined) add(streamTail(device!, stream)?.queued);
+  if (after !== undefined) {
+    for (let i = 0; i < after.length; i++) {
+      const item = after[i];
       if (item instanceof AsyncCopyHandle) {
-        const queued = whenCopyQueued(item);
-        if (queued) waits.push(queued);
+        add(whenCopyQueued(item));
+      } else if (item instanceof GpuWork) {
+        add(whenWorkQueued(item));
       } else {
-        others = true;
-      }
-    }
-    const gated = others ? gatedCopiesQueued() : undefined;
-    if (gated) waits.push(gated);
-    if (waits.length === 0) {
-      this.#items = items;
-      return;
-    }
-    this.blockers = waits.length === 1 ? waits[0] : Promise.all(waits).then(() => {});
-    this.#items = items.map((item) => {
-      if (!(item instanceof CudaStream)) return item;
-      const device = streamDevice(item);
-      const event = acquireEvent(device);
-      try {
-        eventRecordOn(device, streamAddress(item), event);
-      } catch (error) {
-        releaseEvent(device, event);
-        throw error;
-      }
-      return { device, event };
-    });
-  }
-
-  /**
-   * Makes the copy stream of `device` wait on the GPU for the items; once
-   * `blockers` settled.
-   *
-   * @throws the failure of a copy among the items, or a `CudaError`
-   */
-  apply(device: DeviceIndex): void {
-    const waiter = copyStream(device);
-    for (const item of this.#items) {
-      if (
-        item instanceof AsyncCopyHandle || item instanceof GpuWork || item instanceof CudaStream
-      ) {
-        orderAfter(waiter, [item]);
-      } else {
-        streamWaitEvent(device, streamAddress(waiter), item.event);
+        add(streamTail(streamDevice(item), streamAddress(item))?.queued);
       }
     }
   }
-
-  /** Gives the markers back (each wait captured its record when it was queued). */
-  release(): void {
-    for (const item of this.#items) {
-      if (
-        !(item instanceof AsyncCopyHandle || item instanceof GpuWork || item instanceof CudaStream)
-      ) {
-        releaseEvent(item.device, item.event);
-      }
-    }
-  }
+  if (waits === undefined) return undefined;
+  return waits.length === 1 ? waits[0] : Promise.all(waits).then(() => {});
 }
 
 /**
@@ -197,8 +156,9 @@ export class CopyStreamOrder {
 export class OrderedRelease {
   readonly #items: readonly After[];
   readonly #ordered = new Set<DeviceIndex>();
-  #copyOrder: CopyStreamOrder | undefined;
-  /** Device memory held until a deferred ordering is queued. */
+  /** Settles once the items are queued (`undefined`: they are); asked once. */
+  #notQueued: Promise<void> | undefined | null = null;
+  /** Device memory held until its ordering can be queued. */
   #deferred: { storage: Storage; device: DeviceIndex }[] | undefined;
   /** One marker per stream item, for host memory. */
   #markers: Map<CudaStream, GpuWork> | undefined;
@@ -237,13 +197,21 @@ export class OrderedRelease {
     }
   }
 
-  /** A marker recorded now on `stream`, settled like a launch. */
+  /**
+   * A marker recorded now on `stream`, settled like a launch; or the
+   * stream's last launch, when that is not queued yet.
+   */
   #markerOf(stream: CudaStream): GpuWork {
     const markers = this.#markers ??= new Map();
     let marker = markers.get(stream);
     if (marker === undefined) {
       const device = streamDevice(stream);
       const address = streamAddress(stream);
+      const tail = streamTail(device, address)?.work;
+      if (tail) {
+        markers.set(stream, tail);
+        return tail;
+      }
       const event = acquireEvent(device);
       try {
         eventRecordOn(device, address, event);
@@ -258,10 +226,11 @@ export class OrderedRelease {
   }
 
   #orderDevice(storage: Storage, device: DeviceIndex): void {
-    const order = this.#copyOrder ??= new CopyStreamOrder(this.#items);
-    if (order.blockers === undefined) {
+    if (this.#notQueued === null) this.#notQueued = notQueuedYet(this.#items);
+    const notQueued = this.#notQueued;
+    if (notQueued === undefined) {
       if (this.#ordered.has(device)) return;
-      order.apply(device);
+      this.#orderCopyStream(device);
       this.#ordered.add(device);
       return;
     }
@@ -270,44 +239,50 @@ export class OrderedRelease {
     storage.retain();
     if (this.#deferred === undefined) {
       const deferred: { storage: Storage; device: DeviceIndex }[] = this.#deferred = [];
-      order.blockers.then(() => {
+      notQueued.then(() => {
         for (const { device } of deferred) {
           if (this.#ordered.has(device)) continue;
           this.#ordered.add(device);
-          try {
-            order.apply(device);
-          } catch {
-            // A copy it names failed, or the context broke: nothing of it
-            // reads the memory anymore.
-          }
+          this.#orderCopyStream(device);
         }
       }).finally(() => {
-        order.release();
         for (const { storage } of deferred) storage.release();
       });
     }
     this.#deferred.push({ storage, device });
+  }
+
+  /** Makes the copy stream of `device` wait for each item (all queued now). */
+  #orderCopyStream(device: DeviceIndex): void {
+    const stream = copyStream(device);
+    for (const item of this.#items) {
+      try {
+        orderAfter(stream, [item]);
+      } catch {
+        // The work failed, or the context broke: none of it reads the memory
+        // anymore (a failed launch or copy never ran, or ran to its fault).
+      }
+    }
   }
 }
 
 /**
  * Orders a copy after `after` items (startCopy's option): the copy streams
  * of `devices`, which the copy queues work on, wait for them on the GPU.
- * Returns `undefined` once that is queued, or a Promise that settles once
- * it is (rejecting with the failure of a copy it names): the copy must be
- * queued only then (see the note).
+ * Returns `undefined` once that is queued, or, where some item is not
+ * queued yet, a Promise that settles once the waits are (rejecting with
+ * the failure of work it names): the copy must be queued only then.
  */
 export function orderCopyAfter(
   after: readonly After[],
   devices: Iterable<DeviceIndex>,
 ): Promise<void> | undefined {
-  const order = new CopyStreamOrder(after);
-  if (order.blockers === undefined) {
-    for (const device of devices) order.apply(device);
+  const order = (device: DeviceIndex) => orderAfter(copyStream(device), after);
+  const notQueued = notQueuedYet(after);
+  if (notQueued === undefined) {
+    for (const device of devices) order(device);
     return undefined;
   }
   const list = [...devices];
-  return order.blockers.then(() => {
-    for (const device of list) order.apply(device);
-  }).finally(() => order.release());
+  return notQueued.then(() => list.forEach(order));
 }

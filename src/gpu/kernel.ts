@@ -7,6 +7,10 @@
  * when the launch is queued. Nothing is allocated per launch but the
  * returned work (and the list of its holds when tensors are passed).
  *
+ * A launch ordered after a copy that is not queued yet is queued once it
+ * is (see gpu/work.ts, "Work not queued yet"); the returned work exists at
+ * once.
+ *
  * Bad configurations are refused before the driver sees them, with the
  * limits the driver gives for the kernel (`cuFuncGetAttribute`: threads per
  * block, dynamic shared memory), so that a refused launch is a
@@ -21,7 +25,7 @@ import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
 import { Tensor } from "../tensor.ts";
 import { tensorAddress, tensorDevice, tensorStorage } from "../tensor_internals.ts";
-import { type After, checkAfter, orderAfter } from "./after.ts";
+import { type After, checkAfter, notQueuedYet, orderAfter, orderAfterOn } from "./after.ts";
 import {
   checkStream,
   type CudaStream,
@@ -29,7 +33,7 @@ import {
   describe,
   streamAddress,
 } from "./stream.ts";
-import { GpuWork, reapWork } from "./work.ts";
+import { deferWork, GpuWork, reapWork } from "./work.ts";
 
 /**
  * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
@@ -229,17 +233,55 @@ export class Kernel {
       : checkStream(config.stream, "stream", this.#device);
     const after = config.after === undefined ? undefined : checkAfter(config.after, "after", true);
     const holds = this.#writeArgs(config.args);
-    if (after !== undefined) orderAfter(stream, after);
-    const event = acquireEvent(this.#device);
     const address = streamAddress(stream);
-    const status = launch(this.#device, this.#function, address, event, this.#config);
+    const notQueued = notQueuedYet(after, this.#device, address);
+    if (notQueued !== undefined) return this.#launchLater(stream, after ?? [], holds, notQueued);
+    if (after !== undefined) orderAfter(stream, after);
+    const event = this.#queue(address, this.#config);
+    if (holds) { for (const storage of holds) storage.retain(); }
+    this.#owner.begin();
+    return new GpuWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+  }
+
+  /** Launches on `stream` with `config`; returns the event recorded after it. */
+  #queue(stream: number, config: Uint8Array): number {
+    const event = acquireEvent(this.#device);
+    const status = launch(this.#device, this.#function, stream, event, config);
     if (status !== 0) {
       releaseEvent(this.#device, event);
       throw cudaError(status, `launch ${this.#what} on ${this.device}`);
     }
+    return event;
+  }
+
+  /**
+   * A launch ordered after work that is not queued yet: queued once it is
+   * (gpu/work.ts, "Work not queued yet"), from a copy of the launch buffer;
+   * the arguments are held from now on.
+   */
+  #launchLater(
+    stream: CudaStream,
+    after: readonly After[],
+    holds: Storage[] | undefined,
+    ready: Promise<void>,
+  ): GpuWork {
+    const config = this.#config.slice();
+    const address = streamAddress(stream);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return new GpuWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    return deferWork(
+      this.#device,
+      address,
+      this.#what,
+      ready,
+      () => {
+        // The stream may have been disposed since: it is destroyed only after this.
+        orderAfterOn(this.#device, address, after);
+        return this.#queue(address, config);
+      },
+      holds,
+      this.#owner.end,
+    );
   }
 
   /** Shows the name, parameters and device in `console.log`. */

@@ -16,7 +16,6 @@ import {
   moduleUnload,
 } from "../../ffi/native.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
-import { anyGateClosed, gatesOpen } from "./gate.ts";
 import {
   Kernel,
   type KernelOwner,
@@ -110,13 +109,7 @@ export function loadModule(
     if (key !== "device") throw new TypeError(`Invalid option "${key}": expected device`);
   }
   const device = parseCudaDevice(options?.device ?? "cuda:0", "device");
-  // A module load waits for the whole device: not while a stream waits for a
-  // copy this isolate has still to queue (gate.ts).
-  const open = gatesOpen();
-  const load = open
-    ? open.then(() => moduleLoadOffThread(device, bytes))
-    : moduleLoadOffThread(device, bytes);
-  return load.then((loaded) => {
+  return moduleLoadOffThread(device, bytes).then((loaded) => {
     if ("module" in loaded) return new CudaModule(device, loaded.module);
     const op = `load a module on ${deviceName(device)}`;
     throw new ModuleLoadError(cudaError(loaded.status, op), loaded.log.trim());
@@ -186,9 +179,6 @@ export class CudaModule {
    * @throws {TypeError} for a name that is no string or not in the module, a
    * parameter list that is no array of parameter types or does not match the
    * image, or a disposed module
-   * @throws {Error} for a name not looked up before, while GPU work waits
-   * for a copy not queued yet (the driver's first lookup would hold the
-   * copy's transfers behind that work): look kernels up first
    */
   kernel(name: string, params: readonly ParamType[]): Kernel {
     if (typeof name !== "string" || name.length === 0) {
@@ -226,13 +216,8 @@ export class CudaModule {
     return new Kernel(this.#owner, this.#device, fn, name, params, limits);
   }
 
-  /** The driver's handle of kernel `name` (its first lookup loads it: see gate.ts). */
+  /** The driver's handle of kernel `name`. */
   #lookUp(name: string): number {
-    if (anyGateClosed()) {
-      throw new Error(
-        `Cannot look up kernel "${name}" while GPU work waits for a copy that is not queued yet: the driver's first lookup of a kernel holds every stream of the device behind that work, the copy's own transfers included; look kernels up before, or await the copy's queued() first`,
-      );
-    }
     const found = moduleFunction(this.#device, this.#address, name);
     if ("status" in found) {
       if (found.status === CUDA_ERROR_NOT_FOUND) {

@@ -4,7 +4,6 @@ import {
   type AsyncCopyHandle,
   createStream,
   disposeAll,
-  hostArena,
   loadModule,
   setMemoryLimits,
   startCopy,
@@ -13,21 +12,14 @@ import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { addressOf, bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
-// A copy that is not queued yet (tensors of 1 MiB and more staged in the
-// background, or a copy waiting for memory) is still waited for on the GPU:
-// `enqueueWait` and `after` return at once (a gate: the waiting stream waits
-// for a word in pinned memory that the GPU writes once the copy is done),
-// and work ordered after the waiting streams (`startCopy({ after })`,
-// `dispose({ after })`) is queued on the copy stream only once the copy is,
-// never ahead of the copy's own transfers (which would deadlock the GPU).
-// While a gate is closed, the library's calls that wait for the whole
-// device (freeing pinned memory, unloading a module) are held: the thread
-// they would block is the one that queues the copy.
+// Work ordered after a copy that is not queued yet (tensors of 1 MiB and
+// more still staging in the background, or a copy waiting for memory):
+// `launch`, `startCopy` and `dispose` with `after` return at once and are
+// queued on the GPU once that copy is (nothing waits on the GPU for work not
+// queued yet: that deadlocks where streams share a hardware queue), keeping
+// each stream's order; `enqueueWait` on such a copy refuses, saying so.
 
 const gpu = { ignore: !hasGpu };
-// The test aids' kernel module loads on first use, which waits for the
-// whole device: not while a gate is closed.
-if (hasGpu) testAids!.delayStream(0, 1);
 const MiB = 1024 * 1024;
 const HOLD_US = 300_000;
 const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
@@ -42,7 +34,7 @@ function watchQueued(handle: AsyncCopyHandle<unknown>): () => boolean {
 Deno.test({
   ...gpu,
   name:
-    "a 32 MiB pageable copy still staging: enqueueWait, after and the copy back return at once; one await, bit-exact",
+    "a 32 MiB pageable copy still staging: launches and the copy back ordered after it return at once; one await, bit-exact",
   async fn() {
     const module = await loadModule(await ptx());
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
@@ -57,12 +49,16 @@ Deno.test({
     const handle = startCopy([source], "cuda:0");
     const queued = watchQueued(handle);
     const [input] = handle.outputs(); // bound at once: staged in the background
-    handle.enqueueWait(stream);
+    assert.throws(
+      () => handle.enqueueWait(stream),
+      /Cannot make a stream wait on the GPU for a copy that is not queued yet/,
+    );
     const onOwnStream = copyU8.launch({
       grid: 264,
       block: 256,
       args: [input, firstOut, bytes],
       stream,
+      after: handle,
     });
     const onDefault = copyU8.launch({
       grid: 264,
@@ -70,10 +66,11 @@ Deno.test({
       args: [input, secondOut, bytes],
       after: handle,
     });
-    // The copy stream would deadlock waiting for these now: it is ordered once the copy is queued.
+    assert.throws(() => onDefault.enqueueWait(stream), /which is not queued yet/);
     const back = startCopy([firstOut, secondOut], "cpu", { after: [onOwnStream, onDefault] });
     input.dispose({ after: onDefault });
     assert.equal(queued(), false, "all of it returned before the copy was queued");
+    assert.equal(onDefault.ready(), false);
     assert.equal(back.ready(), false);
 
     const [first, second] = await back.get(); // the step's one await
@@ -114,7 +111,7 @@ Deno.test({
 Deno.test({
   ...gpu,
   name:
-    "a copy waiting for device memory: enqueueWait and after return at once; the consumer reads bit-exact",
+    "a copy waiting for device memory: launches after it return at once, keep their stream's order, and run once it is queued",
   async fn() {
     const module = await loadModule(await ptx());
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
@@ -132,25 +129,33 @@ Deno.test({
       const handle = startCopy([source], "cuda:0");
       const queued = watchQueued(handle);
       assert.throws(() => handle.outputs(), /no memory yet/);
-      handle.enqueueWait(stream);
-      const flagged = write.launch({ grid: 1, block: 1, args: [flag, 7], after: handle });
-      const flagBack = startCopy([flag], "cpu", { after: flagged });
-      assert.equal(queued(), false, "enqueueWait and after returned while the copy waited");
+      // On one stream: the second launch runs after the first, which waits for the copy.
+      write.launch({ grid: 1, block: 1, args: [flag, 7], stream, after: handle });
+      write.launch({ grid: 1, block: 1, args: [flag, 9], stream });
+      const flagBack = startCopy([flag], "cpu", { after: stream });
+      const synchronized = stream.synchronize();
+      assert.equal(queued(), false, "all of it returned while the copy waited");
+      assert.equal(flagBack.ready(), false);
 
       // The copy stream is held back, so the copy lands late once admitted.
       testAids!.delayStream(0, HOLD_US);
       disposeAll(held);
       await handle.queued();
       const [input] = handle.outputs();
-      // Queued after the gate's wait: it reads the copy's bytes, not what was there.
-      const read = copyU8.launch({ grid: 64, block: 256, args: [input, out, bytes], stream });
-      const [back, [flagValue]] = await Promise.all([
+      const read = copyU8.launch({
+        grid: 64,
+        block: 256,
+        args: [input, out, bytes],
+        after: handle,
+      });
+      const [[copied], [flagValue]] = await Promise.all([
         startCopy([out], "cpu", { after: read }).get(),
         flagBack.get(),
+        synchronized,
       ]);
-      assert.deepEqual(bytesOf(back[0]), source);
-      assert.equal(flagValue.toTypedArray()[0], 7);
-      disposeAll([back, flagValue, input]);
+      assert.deepEqual(bytesOf(copied), source);
+      assert.equal(flagValue.toTypedArray()[0], 9, "the stream kept its order");
+      disposeAll([copied, flagValue, input]);
     } finally {
       setMemoryLimits(before);
     }
@@ -192,12 +197,9 @@ Deno.test({
         "the copy read x before the launch wrote it",
       );
       await overwrite.done();
-      assert.deepEqual([...(await startCopy([x], "cpu").get())[0].toTypedArray()].slice(0, 3), [
-        5,
-        5,
-        5,
-      ]);
-      copied.dispose();
+      const [back] = await startCopy([x], "cpu").get();
+      assert.deepEqual([...back.toTypedArray()].slice(0, 3), [5, 5, 5]);
+      disposeAll([copied, back]);
     } finally {
       setMemoryLimits(before);
     }
@@ -209,36 +211,30 @@ Deno.test({
 Deno.test({
   ...gpu,
   name:
-    "while a gate is closed: pinned frees and module unloads are held, loads wait, first kernel lookups refuse; no hang",
+    "a launch after a copy that fails is never queued: it rejects with that failure and gives its holds back",
   async fn() {
-    const text = await ptx();
-    const module = await loadModule(text);
-    const spare = await loadModule(text);
-    module.kernel("noop", []);
-    const source = randomArray(Uint8Array, 32 * MiB, 81);
-    using stream = createStream("cuda:0");
-    const arena = hostArena(64 * 1024);
-    const handle = startCopy([source], "cuda:0");
-    handle.enqueueWait(stream);
-    // cuMemFreeHost, module loads and unloads would wait for the gated
-    // stream, which waits for staging that needs this thread; a first
-    // lookup would hold the staging's transfers behind the gated stream.
-    assert.throws(
-      () => module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]),
-      /Cannot look up kernel "scale_f32" while GPU work waits for a copy that is not queued yet/,
-    );
-    const noop = module.kernel("noop", []); // looked up before: no driver lookup
-    const loading = loadModule(text);
-    arena.dispose();
-    spare.dispose();
-    const [onDevice] = await handle.get();
-    await stream.synchronize();
-    assert.deepEqual(bytesOf(onDevice), source);
-    const second = await loading;
-    await noop.launch({ grid: 1, block: 1, args: [], stream }).done();
-    module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]); // the gate is open now
+    const module = await loadModule(await ptx());
+    const write = module.kernel("write_u32", ["ptr", "u32"]);
+    const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
+    const inUse = devicePool(0).inUseBytes;
+    const before = setMemoryLimits({});
+    let failing: AsyncCopyHandle<unknown>;
+    try {
+      setMemoryLimits({ deviceBytes: inUse + MiB });
+      failing = startCopy([new Uint8Array(2 * MiB)], "cuda:0"); // can never fit
+    } finally {
+      setMemoryLimits(before);
+    }
+    const stream = createStream("cuda:0");
+    const doomed = write.launch({ grid: 1, block: 1, args: [flag, 3], stream, after: failing });
+    const later = write.launch({ grid: 1, block: 1, args: [flag, 4], stream });
+    stream.dispose(); // destroyed once its launches are queued
+    flag.dispose(); // held by both launches
+    await assert.rejects(() => doomed.done(), /memory limit/);
+    await assert.rejects(() => doomed.queued(), /memory limit/);
+    await assert.rejects(() => failing.get(), /memory limit/);
+    await later.done();
+    assert.ok(devicePool(0).inUseBytes < inUse, "flag went back once neither launch held it");
     module.dispose();
-    second.dispose();
-    onDevice.dispose();
   },
 });
