@@ -508,13 +508,14 @@ export const CUDA_ERROR_NOT_SUPPORTED = 801;
 
 /**
  * The parameters of a kernel as its image declares them (offset and size
- * each), or `undefined` where the driver cannot tell (before CUDA 12.4).
+ * each), at most `max` of them, or `undefined` where the driver cannot tell
+ * (before CUDA 12.4).
  */
 export function functionParams(
   device: number,
   fn: number,
+  max: number,
 ): { offset: number; size: number }[] | undefined {
-  const max = 256;
   const info = new Float64Array(1 + 2 * max);
   const status = sym().mtc_function_params(device, fn, info, max);
   if (status === CUDA_ERROR_NOT_SUPPORTED) return undefined;
@@ -697,4 +698,21 @@ export function stagersTrim(olderThanMs: number): Trimmed {
   const result = new Float64Array(2);
   check(sym().mtc_stagers_trim(olderThanMs, result), "free idle stagers");
   return { freed: result[0], nextMs: result[1] < 0 ? Infinity : result[1] };
+}
+
+/** What a launch of a kernel may ask for (`cuFuncGetAttribute`). */
+export interface FunctionLimits {
+  /** Threads per block. */
+  maxThreadsPerBlock: number;
+  /** Bytes of dynamic shared memory per block. */
+  maxDynamicSharedBytes: number;
+}
+
+/** The launch limits of kernel `fn` of `device`, or `undefined` where the driver cannot tell. */
+export function functionLimits(device: number, fn: number): FunctionLimits | undefined {
+  const limits = new Float64Array(3);
+  const status = sym().mtc_function_limits(device, fn, limits);
+  if (status === CUDA_ERROR_NOT_SUPPORTED) return undefined;
+  check(status, () => `read the launch limits of a kernel of cuda:${device}`);
+  return { maxThreadsPerBlock: limits[0], maxDynamicSharedBytes: limits[1] };
 }

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "e890bde72009523551c39f3e35c1ee570bb18b72e9f560a2d1a17e2050196490";
+export const SHIM_SOURCE_HASH = "73b89d6220ad5cb91d615bb46e4b0922f70ac82330062219fa9ee109209830b5";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 141416,
-    sha256: "a4f603506d32736917a7a52c4f63bcd21a06553a1e74deef5dc7330fcea80df6",
+    bytes: 145512,
+    sha256: "c0900eb9af5e9277e886796bed46e6d517d3e3dac582cb7d8cfa438662e57269",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198704,
-    sha256: "2897349f8ac8c7a50f9f1614a9cf9c612dce4e52c1106489bd9520cddefbd595",
+    sha256: "98be33406ed94190723a1cb6e82e53dbdb80fb3ee894534708583b412b2db44a",
   },
 };

@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 13;
+export const ABI_VERSION = 14;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -163,6 +163,8 @@ export const symbols = {
   mtc_stager_give: { parameters: ["f64"], result: "i32" },
   // int32_t mtc_stagers_trim(double older_than_ms, double out[2]): [freed, next ms or -1]
   mtc_stagers_trim: { parameters: ["f64", "buffer"], result: "i32" },
+  // int32_t mtc_function_limits(int32_t device, addr_t function, double out[3])
+  mtc_function_limits: { parameters: ["i32", "f64", "buffer"], result: "i32" },
 } as const satisfies Deno.ForeignLibraryInterface;
 
 /**

@@ -98,12 +98,17 @@ struct mtc_cuda_api {
 };
 #undef MTC_DECLARE_POINTER
 
-// Entry points that only newer drivers have; NULL where the driver lacks
-// them (resolved in driver.c, never required).
+// Entry points that only newer drivers have, or that only the GPU-work API
+// uses; NULL where the driver lacks them (resolved in driver.c, never
+// required: the copies work without them).
 typedef CUresult (*mtc_cuFuncGetParamInfo_t)(CUfunction f, size_t index, size_t *offset,
                                              size_t *size);  // CUDA 12.4
+typedef CUresult (*mtc_cuFuncGetParamCount_t)(CUfunction f, size_t *count);  // newer than 13.0
+typedef CUresult (*mtc_cuFuncGetAttribute_t)(int *value, int attribute, CUfunction f);
 struct mtc_cuda_optional_api {
   mtc_cuFuncGetParamInfo_t cuFuncGetParamInfo;
+  mtc_cuFuncGetParamCount_t cuFuncGetParamCount;
+  mtc_cuFuncGetAttribute_t cuFuncGetAttribute;
 };
 
 #endif

@@ -61,6 +61,13 @@ static int resolve_all(void *lib) {
   return 0;
 }
 
+// The optional entry points of the GPU-work API (see cuda_driver.h).
+static void resolve_optional(void *lib) {
+  struct mtc_cuda_optional_api *o = &mtc_cu_optional;
+  o->cuFuncGetParamCount = (mtc_cuFuncGetParamCount_t)dlsym(lib, "cuFuncGetParamCount");
+  o->cuFuncGetAttribute = (mtc_cuFuncGetAttribute_t)dlsym(lib, "cuFuncGetAttribute");
+}
+
 static int load_once(void) {
   // RTLD_LOCAL: the driver's symbols must not leak into the process's
   // global namespace, where another library might expect its own.
@@ -88,6 +95,7 @@ static int load_once(void) {
   if (st) return st;
   mtc_cu_optional.cuFuncGetParamInfo =
       (mtc_cuFuncGetParamInfo_t)dlsym(lib, "cuFuncGetParamInfo");
+  resolve_optional(lib);
   err = mtc_cu.cuInit(0);
   if (err == CUDA_ERROR_NO_DEVICE) return 0;  // a driver and no GPU: zero devices
   if (err != CUDA_SUCCESS) return err;

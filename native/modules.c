@@ -54,10 +54,21 @@ MTC_EXPORT int32_t mtc_module_function(int32_t device, addr_t module, const uint
 // The parameter layout of a kernel as its image declares it: out[0] the
 // count, then (offset, size) per parameter, at most `max` parameters.
 // CUDA_ERROR_NOT_SUPPORTED where the driver cannot tell (before CUDA 12.4).
+// Where the driver cannot count them (cuFuncGetParamCount, newer drivers),
+// the caller passes one more than the parameters it expects as `max`: the
+// probe past the last parameter (which the driver refuses, and
+// compute-sanitizer reports: tests/sanitize.sh) is what tells that the
+// kernel takes no more.
 MTC_EXPORT int32_t mtc_function_params(int32_t device, addr_t function, double *out, int32_t max) {
   if (mtc_cu_optional.cuFuncGetParamInfo == NULL) return CUDA_ERROR_NOT_SUPPORTED;
   int st = mtc_use_device(device);
   if (st) return st;
+  if (mtc_cu_optional.cuFuncGetParamCount) {
+    size_t known = 0;
+    st = mtc_cu_optional.cuFuncGetParamCount((CUfunction)PTR(function), &known);
+    if (st) return st;
+    if ((size_t)max > known) max = (int32_t)known;
+  }
   int32_t count = 0;
   for (; count < max; count++) {
     size_t offset = 0, size = 0;
@@ -70,6 +81,31 @@ MTC_EXPORT int32_t mtc_function_params(int32_t device, addr_t function, double *
     out[2 + 2 * count] = (double)size;
   }
   out[0] = count;
+  return 0;
+}
+
+#define CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK 0
+#define CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES 1
+#define CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES 8
+
+// What a launch of `function` may ask for: out[0] threads per block, out[1]
+// bytes of dynamic shared memory per block (out[2]: its static shared
+// bytes). CUDA_ERROR_NOT_SUPPORTED where the driver cannot tell.
+MTC_EXPORT int32_t mtc_function_limits(int32_t device, addr_t function, double *out) {
+  if (out == NULL) return MTC_E_BAD_ARGUMENT;
+  if (mtc_cu_optional.cuFuncGetAttribute == NULL) return CUDA_ERROR_NOT_SUPPORTED;
+  int st = mtc_use_device(device);
+  if (st) return st;
+  CUfunction f = (CUfunction)PTR(function);
+  static const int attributes[3] = {CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                    CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES};
+  for (int i = 0; i < 3; i++) {
+    int value = 0;
+    st = mtc_cu_optional.cuFuncGetAttribute(&value, attributes[i], f);
+    if (st) return st;
+    out[i] = value;
+  }
   return 0;
 }
 

@@ -92,8 +92,16 @@ export interface CopyJob<R> {
   complete(): R;
   /** Called on failure: releases everything once the GPU is idle. */
   abort(error?: unknown): void;
-  /** The result structure, bound to its memory once the copy is queued (`outputs()`). */
+  /** The result structure (`outputs()`), bound to its memory at once unless `waitsForMemory`. */
   outputs?: R;
+  /** Whether the copy waits for memory: its outputs are bound to memory once it is queued. */
+  waitsForMemory?: boolean;
+}
+
+/** Something held until a copy or a launch settles (a storage, an arena). */
+export interface Releasable {
+  /** Drops the hold. */
+  release(): void;
 }
 
 /**
@@ -103,6 +111,37 @@ export interface CopyJob<R> {
 export const otherWork: ((everyOne: boolean) => void)[] = [];
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
+let queuedOf: (handle: AsyncCopyHandle<unknown>) => Promise<void> | undefined;
+let waitOf: (handle: AsyncCopyHandle<unknown>, device: number, stream: number) => void;
+
+/**
+ * `enqueueWait` for the stream at address `stream` of `device` (checked by
+ * the caller, or one the library holds on to), for work queued already.
+ */
+export function enqueueCopyWait(
+  handle: AsyncCopyHandle<unknown>,
+  device: number,
+  stream: number,
+): void {
+  waitOf(handle, device, stream);
+}
+let holdOf: (handle: AsyncCopyHandle<unknown>, held: Releasable) => boolean;
+
+/**
+ * `undefined` once `handle`'s copy is queued (or settled); until then, a
+ * Promise that resolves when it is (or fails: it never rejects).
+ */
+export function whenCopyQueued(handle: AsyncCopyHandle<unknown>): Promise<void> | undefined {
+  return queuedOf(handle);
+}
+
+/**
+ * Holds `held` until `handle`'s copy settles; false (and nothing held) when
+ * it already has.
+ */
+export function holdUntilCopySettled(handle: AsyncCopyHandle<unknown>, held: Releasable): boolean {
+  return holdOf(handle, held);
+}
 
 /**
  * Settles the in-flight handles whose copies have finished, oldest first,
@@ -141,6 +180,9 @@ export class AsyncCopyHandle<R> {
   #job: CopyJob<R> | undefined;
   #state = PENDING;
   #submitted = false;
+  /** Settles once the copy is queued or failed (only while it was not at first). */
+  #queued: Promise<void> | undefined;
+  #holds: Releasable[] | undefined;
   #result: R | undefined;
   #error: unknown;
   #promise: Promise<R> | undefined;
@@ -160,8 +202,10 @@ export class AsyncCopyHandle<R> {
     this.#events = job.eventOps ?? CUDA_EVENTS;
     this.#expectedEnd = performance.now() + job.stats.bytes / ASSUMED_BYTES_PER_MICROSECOND / 1000;
     if (job.submitted) {
-      job.submitted.then(
-        () => this.#submitted = true,
+      this.#queued = job.submitted.then(
+        () => {
+          this.#submitted = true;
+        },
         (error) => this.#fail(error),
       );
     } else {
@@ -221,34 +265,42 @@ export class AsyncCopyHandle<R> {
    * the copy's outputs on `stream` (or `launch({ after: handle })`) then see
    * the copied bytes.
    *
+   * A copy not queued yet (tensors of 1 MiB and more still staging in the
+   * background, or a copy waiting for memory) cannot be waited for on the
+   * GPU: there is no event to wait for yet, and a GPU wait for work not yet
+   * queued deadlocks where streams share a hardware queue. Pass the handle
+   * as `after` to `launch`, `startCopy` or `dispose` instead (they are
+   * queued once the copy is), or `await queued()` first.
+   *
    * @param stream the stream whose later work must run after the copy
    * @throws {TypeError} for a value that is no live `CudaStream`
-   * @throws {Error} while the copy is still being queued (large tensors
-   * staged in the background, or a copy waiting for memory): `await
-   * queued()` first
+   * @throws {Error} for a copy not queued yet (see above)
    * @throws {CudaError} or the copy's own error when the copy failed
    */
   enqueueWait(stream: CudaStream): void {
     checkStream(stream, "stream");
+    this.#enqueueWait(streamDevice(stream), streamAddress(stream));
+  }
+
+  #enqueueWait(device: number, stream: number): void {
     if (this.ready()) {
       if (this.#state === FAILED) throw this.#error;
       return;
     }
     if (!this.#submitted) {
       throw new Error(
-        "Cannot order GPU work after a copy that is still being queued (tensors of 1 MiB and more staged in the background, or a copy waiting for memory): await handle.queued() first",
+        "Cannot make a stream wait on the GPU for a copy that is not queued yet (tensors of 1 MiB and more still staging in the background, or a copy waiting for memory): pass the handle as `after` to launch, startCopy or dispose, which are queued once the copy is, or await handle.queued() first",
       );
     }
     const events = this.#job!.events;
-    for (let i = 0; i < events.length; i++) {
-      streamWaitEvent(streamDevice(stream), streamAddress(stream), events[i].event);
-    }
+    for (let i = 0; i < events.length; i++) streamWaitEvent(device, stream, events[i].event);
   }
 
   /**
    * Resolves once all of the copy's GPU work is queued (at once for most
    * copies; later for tensors staged in the background or a copy waiting for
-   * memory): from then on `enqueueWait`, `after` and `outputs()` work.
+   * memory): from then on `enqueueWait` works. `after` needs no such wait,
+   * and `outputs()` answers at once but for a copy waiting for memory.
    *
    * @returns a Promise that rejects with the copy's failure
    */
@@ -268,18 +320,20 @@ export class AsyncCopyHandle<R> {
    * work ordered after the handle, or after `get()` resolves.
    *
    * @returns the same structure `get()` resolves with
-   * @throws {Error} while the copy is still being queued (see `queued()`),
-   * or the copy's error when it failed
+   * @throws {Error} while the copy waits for memory under the limits, or
+   * for a copy not queued yet that it is ordered after (its outputs have no
+   * memory yet: `await queued()` first), or the copy's error when it failed
    */
   outputs(): R {
     if (this.#state === DONE) return this.#result as R;
     if (this.#state === FAILED) throw this.#error;
-    if (!this.#submitted || this.#job!.outputs === undefined) {
+    const job = this.#job!;
+    if ((!this.#submitted && job.waitsForMemory) || job.outputs === undefined) {
       throw new Error(
-        "Cannot hand out the outputs of a copy that is still being queued: await handle.queued() first",
+        "Cannot hand out the outputs of a copy that is not queued yet for want of memory, or of a copy it is ordered after (they have no memory yet): await handle.queued() first",
       );
     }
-    return this.#job!.outputs;
+    return job.outputs;
   }
 
   /**
@@ -331,6 +385,26 @@ export class AsyncCopyHandle<R> {
     return this.#result as R;
   }
 
+  static {
+    queuedOf = (handle) => {
+      if (handle.#state !== PENDING || handle.#submitted) return undefined;
+      return handle.#queued;
+    };
+    waitOf = (handle, device, stream) => handle.#enqueueWait(device, stream);
+    holdOf = (handle, held) => {
+      if (handle.#state !== PENDING) return false;
+      (handle.#holds ??= []).push(held);
+      return true;
+    };
+  }
+
+  /** Once the copy has settled: what others asked it to hold goes back. */
+  #settled(): void {
+    const holds = this.#holds;
+    this.#holds = undefined;
+    if (holds) { for (const held of holds) held.release(); }
+  }
+
   #succeed(): void {
     const job = this.#job!;
     this.#job = undefined;
@@ -343,6 +417,7 @@ export class AsyncCopyHandle<R> {
       this.#state = FAILED;
     }
     for (const { device, event } of job.events) this.#events.release(device, event);
+    this.#settled();
   }
 
   #fail(error: unknown): void {
@@ -353,5 +428,6 @@ export class AsyncCopyHandle<R> {
     this.#error = error;
     this.#state = FAILED;
     job.abort(error);
+    this.#settled();
   }
 }

@@ -18,9 +18,11 @@ import type { TypedArray } from "./dtype.ts";
 import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import { Route } from "./route.ts";
+import type { Storage } from "./memory/storage.ts";
 import type { Tensor } from "./tensor.ts";
+import { tensorStorage } from "./tensor_internals.ts";
 import { walk } from "./traverse.ts";
-import { submit } from "./transfer/submit.ts";
+import { submit, submitAfter } from "./transfer/submit.ts";
 
 /**
  * Objects `startCopy` passes through by reference, whatever their contents
@@ -183,19 +185,24 @@ export function startCopy<T>(
     throw error;
   }
   reapFinished();
+  let ordered: Promise<void> | undefined;
   if (after !== undefined) {
-    // Before anything is queued: the copy streams it will use wait on the GPU.
+    // Before anything is queued: the copy streams it will use wait on the GPU
+    // (once what it names is queued: gpu/work.ts, "Work not queued yet").
     const devices = new Set([...route.d2hBySource().keys(), ...route.peerBySource().keys()]);
     if (target !== CPU) devices.add(target);
     try {
-      orderCopyAfter(after, devices);
+      ordered = orderCopyAfter(after, devices);
     } catch (error) {
       route.releaseLists();
       throw error;
     }
   }
   const trace = DEBUG ? traceCopy(route, started) : undefined;
-  const job = submit(route);
+  const job = ordered ? submitAfter(route, ordered) : submit(route);
+  if (job.submitted !== undefined && !job.waitsForMemory) {
+    holdOutputsUntilQueued(route.outputs, job.submitted);
+  }
   if (trace) trace.submitted = performance.now();
   return new AsyncCopyHandle<CopyResult<T>>({
     ...job,
@@ -216,4 +223,25 @@ export function startCopy<T>(
       if (trace) logCopy(trace, job.stats, error ?? "aborted");
     },
   });
+}
+
+/**
+ * Outputs staged in the background are written by transfers queued later,
+ * and `outputs()` hands them out at once: one disposed meanwhile must not go
+ * back to its pool (where a copy queued before those transfers would get
+ * it) until they are queued.
+ */
+function holdOutputsUntilQueued(outputs: readonly Tensor[], queued: Promise<void>): void {
+  const held: Storage[] = [];
+  let last: Storage | undefined;
+  for (const output of outputs) {
+    const storage = tensorStorage(output);
+    if (storage === undefined || storage === last) continue;
+    storage.retain();
+    held.push(last = storage);
+  }
+  const release = () => {
+    for (const storage of held) storage.release();
+  };
+  queued.then(release, release);
 }

@@ -253,7 +253,9 @@ export class Tensor {
    * reused only after that work, ordered on the GPU: the CPU does not wait.
    * Use it when your own code still reads the tensor through `ptr` on a
    * stream of yours; without it the next copy may overwrite the memory while
-   * that code reads it.
+   * that code reads it. Host memory (pinned, or a `hostArena`'s) is held
+   * until the CPU sees that work complete (the arena's `reset()` throws
+   * until then).
    *
    * @param options `after`: work that still reads the tensor
    * @throws {TypeError} for an `after` that is no copy handle, work or stream
@@ -277,7 +279,7 @@ export class Tensor {
       const release = options.after instanceof OrderedRelease
         ? options.after
         : new OrderedRelease(options.after, "option after");
-      release.order(this.#storage, this.#deviceIndex);
+      release.order(this.#storage, this.#deviceIndex, this.#arena);
     }
     this.#disposed = true;
     this.#storage?.release();

@@ -53,9 +53,40 @@ Deno.test("the example PTX asks for an ISA that drivers from CUDA 11 JIT-compile
 });
 
 Deno.test("a Kernel's launch buffer takes any parameter list (4-byte ones included)", () => {
-  const owner = { assertLive() {}, begin: () => () => {} };
+  const owner = { assertLive() {}, begin() {}, end: () => {} };
   for (const params of [[], ["u32"], ["ptr", "u32"], ["f32", "f32", "f32"]] as const) {
     const kernel = new Kernel(owner, 0, 0, "k", params);
     assert.deepEqual(kernel.params, params);
   }
+});
+
+Deno.test("launch() refuses blocks and shared memory past the kernel's limits before any CUDA call", () => {
+  const owner = { assertLive() {}, begin() {}, end: () => {} };
+  const limits = { maxThreadsPerBlock: 256, maxDynamicSharedBytes: 1024 };
+  const kernel = new Kernel(owner, 0, 0, "k", ["u32"], limits);
+  const launch = (config: Record<string, unknown>) => () =>
+    kernel.launch({ grid: 1, block: 1, args: [1], ...config } as never);
+  assert.throws(launch({ block: 512 }), {
+    name: "RangeError",
+    message: 'Invalid block: expected at most 256 threads per block for kernel "k", got 512',
+  });
+  assert.throws(launch({ block: [16, 32] }), /at most 256 threads per block/);
+  assert.throws(
+    launch({ block: [1, 1, 65] }),
+    /Invalid block\[2\]: expected an integer from 1 to 64/,
+  );
+  assert.throws(
+    launch({ block: [1, 1025] }),
+    /Invalid block\[1\]: expected an integer from 1 to 1024/,
+  );
+  assert.throws(launch({ sharedBytes: 1025 }), {
+    name: "RangeError",
+    message: /Invalid sharedBytes: expected an integer from 0 to 1024/,
+  });
+  // Without limits from the driver: every GPU's own (1024 threads per block).
+  const unknown = new Kernel(owner, 0, 0, "k", ["u32"]);
+  assert.throws(
+    () => unknown.launch({ grid: 1, block: [32, 64], args: [1] }),
+    /at most 1024 threads per block/,
+  );
 });

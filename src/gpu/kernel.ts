@@ -7,18 +7,33 @@
  * when the launch is queued. Nothing is allocated per launch but the
  * returned work (and the list of its holds when tensors are passed).
  *
+ * A launch ordered after a copy that is not queued yet is queued once it
+ * is (see gpu/work.ts, "Work not queued yet"); the returned work exists at
+ * once.
+ *
+ * Bad configurations are refused before the driver sees them, with the
+ * limits the driver gives for the kernel (`cuFuncGetAttribute`: threads per
+ * block, dynamic shared memory), so that a refused launch is a
+ * `RangeError` naming the argument, not a failed driver call.
+ *
  * @module
  */
 
-import { cudaError, launch, LAUNCH_HEADER_BYTES } from "../../ffi/native.ts";
+import { cudaError, type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../../ffi/native.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
 import { Tensor } from "../tensor.ts";
 import { tensorAddress, tensorDevice, tensorStorage } from "../tensor_internals.ts";
-import { type After, checkAfter, orderAfter } from "./after.ts";
-import { checkStream, type CudaStream, defaultStream, describe, streamAddress } from "./stream.ts";
-import { GpuWork, reapWork } from "./work.ts";
+import { type After, checkAfter, notQueuedYet, orderAfter, orderAfterOn } from "./after.ts";
+import {
+  checkStream,
+  type CudaStream,
+  defaultStreamOf,
+  describe,
+  streamAddress,
+} from "./stream.ts";
+import { deferWork, GpuWork, reapWork } from "./work.ts";
 
 /**
  * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
@@ -67,9 +82,15 @@ const TWO_64 = 2n ** 64n;
 export interface KernelOwner {
   /** Throws when the module was disposed. */
   assertLive(what: string): void;
-  /** Counts a launch in flight; the returned function ends it. */
-  begin(): () => void;
+  /** Counts a launch in flight. */
+  begin(): void;
+  /** Ends a launch counted by `begin` (called when its work settles). */
+  readonly end: () => void;
 }
+
+/** Grid and block dimensions at most, x y z (the device limits of every GPU CUDA runs on). */
+const MAX_GRID = [0x7fffffff, 65535, 65535];
+const MAX_BLOCK = [1024, 1024, 64];
 
 /**
  * A kernel of a module loaded with `loadModule`, with its declared
@@ -110,6 +131,9 @@ export class Kernel {
   readonly #device: DeviceIndex;
   readonly #function: number;
   readonly #owner: KernelOwner;
+  readonly #what: string;
+  readonly #maxThreads: number;
+  readonly #maxSharedBytes: number;
   readonly #offsets: Int32Array;
   readonly #config: Uint8Array;
   readonly #u32: Uint32Array;
@@ -118,18 +142,25 @@ export class Kernel {
   readonly #f64: Float64Array;
   readonly #b64: BigUint64Array;
 
-  /** Library-internal: made by `CudaModule.kernel()`. */
+  /**
+   * Library-internal: made by `CudaModule.kernel()`; `limits` where the
+   * driver gave them.
+   */
   constructor(
     owner: KernelOwner,
     device: DeviceIndex,
     fn: number,
     name: string,
     params: readonly ParamType[],
+    limits?: FunctionLimits,
   ) {
     this.#owner = owner;
     this.#device = device;
     this.#function = fn;
     this.name = name;
+    this.#what = `kernel "${name}"`;
+    this.#maxThreads = limits?.maxThreadsPerBlock ?? 1024;
+    this.#maxSharedBytes = limits?.maxDynamicSharedBytes ?? TWO_32 - 1;
     this.params = Object.freeze([...params]);
     const offsets = parameterOffsets(params);
     // Offsets in the launch buffer, past its header.
@@ -160,8 +191,9 @@ export class Kernel {
    * @returns the queued work: `ready()`, `done()`, `enqueueWait(stream)`
    * @throws {TypeError} for a missing or unknown option, an argument of the
    * wrong type or count, a disposed tensor, a CPU tensor, or a disposed module
-   * @throws {RangeError} for dimensions or numbers out of range, a tensor or
-   * stream of another device
+   * @throws {RangeError} for dimensions or numbers out of range (more
+   * threads per block or dynamic shared memory than the kernel can have), a
+   * tensor or stream of another device
    * @throws {CudaError} when the driver refuses the launch (e.g. too many
    * threads per block), or the device's context is broken by an earlier fault
    */
@@ -179,29 +211,77 @@ export class Kernel {
     }
     this.#owner.assertLive(`launch kernel "${this.name}"`);
     const u32 = this.#u32;
-    writeDim3(u32, 0, config.grid, "grid", 0x7fffffff);
-    writeDim3(u32, 3, config.block, "block", 1024);
-    const shared = config.sharedBytes ?? 0;
-    if (!Number.isInteger(shared) || shared < 0 || shared >= TWO_32) {
+    writeDim3(u32, 0, config.grid, "grid", MAX_GRID);
+    writeDim3(u32, 3, config.block, "block", MAX_BLOCK);
+    const threads = u32[3] * u32[4] * u32[5];
+    if (threads > this.#maxThreads) {
       throw new RangeError(
-        `Invalid sharedBytes: expected an integer >= 0, got ${describe(shared)}`,
+        `Invalid block: expected at most ${this.#maxThreads} threads per block for ${this.#what}, got ${threads}`,
+      );
+    }
+    const shared = config.sharedBytes ?? 0;
+    if (!Number.isInteger(shared) || shared < 0 || shared > this.#maxSharedBytes) {
+      throw new RangeError(
+        `Invalid sharedBytes: expected an integer from 0 to ${this.#maxSharedBytes} (the dynamic shared memory ${this.#what} can have), got ${
+          describe(shared)
+        }`,
       );
     }
     u32[6] = shared;
     const stream = config.stream === undefined
-      ? defaultStream(deviceName(this.#device))
+      ? defaultStreamOf(this.#device)
       : checkStream(config.stream, "stream", this.#device);
     const after = config.after === undefined ? undefined : checkAfter(config.after, "after", true);
     const holds = this.#writeArgs(config.args);
+    const address = streamAddress(stream);
+    const notQueued = notQueuedYet(after, this.#device, address);
+    if (notQueued !== undefined) return this.#launchLater(stream, after ?? [], holds, notQueued);
     if (after !== undefined) orderAfter(stream, after);
+    const event = this.#queue(address, this.#config);
+    if (holds) { for (const storage of holds) storage.retain(); }
+    this.#owner.begin();
+    return new GpuWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+  }
+
+  /** Launches on `stream` with `config`; returns the event recorded after it. */
+  #queue(stream: number, config: Uint8Array): number {
     const event = acquireEvent(this.#device);
-    const status = launch(this.#device, this.#function, streamAddress(stream), event, this.#config);
+    const status = launch(this.#device, this.#function, stream, event, config);
     if (status !== 0) {
       releaseEvent(this.#device, event);
-      throw cudaError(status, `launch kernel "${this.name}" on ${this.device}`);
+      throw cudaError(status, `launch ${this.#what} on ${this.device}`);
     }
+    return event;
+  }
+
+  /**
+   * A launch ordered after work that is not queued yet: queued once it is
+   * (gpu/work.ts, "Work not queued yet"), from a copy of the launch buffer;
+   * the arguments are held from now on.
+   */
+  #launchLater(
+    stream: CudaStream,
+    after: readonly After[],
+    holds: Storage[] | undefined,
+    ready: Promise<void>,
+  ): GpuWork {
+    const config = this.#config.slice();
+    const address = streamAddress(stream);
     if (holds) { for (const storage of holds) storage.retain(); }
-    return new GpuWork(this.#device, event, `kernel "${this.name}"`, holds, this.#owner.begin());
+    this.#owner.begin();
+    return deferWork(
+      this.#device,
+      address,
+      this.#what,
+      ready,
+      () => {
+        // The stream may have been disposed since: it is destroyed only after this.
+        orderAfterOn(this.#device, address, after);
+        return this.#queue(address, config);
+      },
+      holds,
+      this.#owner.end,
+    );
   }
 
   /** Shows the name, parameters and device in `console.log`. */
@@ -320,7 +400,7 @@ function writeDim3(
   at: number,
   value: unknown,
   what: string,
-  maxX: number,
+  maxima: readonly number[],
 ): void {
   const dims = typeof value === "number" ? [value] : value;
   if (!Array.isArray(dims) || dims.length < 1 || dims.length > 3) {
@@ -330,7 +410,7 @@ function writeDim3(
   }
   for (let d = 0; d < 3; d++) {
     const n = dims[d] ?? 1;
-    const max = d === 0 ? maxX : 65535;
+    const max = maxima[d];
     if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > max) {
       throw new RangeError(
         `Invalid ${what}${

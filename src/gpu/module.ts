@@ -9,6 +9,7 @@
 import {
   CudaError,
   cudaError,
+  functionLimits,
   functionParams,
   moduleFunction,
   moduleLoadOffThread,
@@ -48,6 +49,8 @@ export class ModuleLoadError extends CudaError {
 
 const PARAM_TYPES = new Set(Object.keys(PARAM_BYTES));
 const CUDA_ERROR_NOT_FOUND = 500;
+/** Parameters a kernel's image is asked for at most (its 32 KiB of parameters hold 4096 of 8 bytes). */
+const MAX_PARAMS = 4096;
 
 /**
  * Loads device code on a device: PTX text (a string, or its bytes), a
@@ -131,6 +134,8 @@ export class CudaModule {
   #disposed = false;
   #launches = 0;
   readonly #owner: KernelOwner;
+  /** Kernels looked up so far, by name: the driver is asked once per name. */
+  readonly #functions = new Map<string, number>();
 
   /** Library-internal: made by {@linkcode loadModule}. */
   constructor(device: DeviceIndex, address: number) {
@@ -140,17 +145,15 @@ export class CudaModule {
       assertLive: (what) => {
         if (this.#disposed) throw new TypeError(`Cannot ${what}: its module was disposed`);
       },
-      begin: () => {
-        this.#launches++;
-        return () => {
-          if (--this.#launches !== 0 || !this.#disposed) return;
-          try {
-            this.#unload();
-          } catch {
-            // A broken context (an earlier fault) unloads nothing; the work's
-            // own failure already says why.
-          }
-        };
+      begin: () => void this.#launches++,
+      end: () => {
+        if (--this.#launches !== 0 || !this.#disposed) return;
+        try {
+          this.#unload();
+        } catch {
+          // A broken context (an earlier fault) unloads nothing; the work's
+          // own failure already says why.
+        }
       },
     };
   }
@@ -196,6 +199,25 @@ export class CudaModule {
         );
       }
     });
+    let fn = this.#functions.get(name);
+    if (fn === undefined) {
+      fn = this.#lookUp(name);
+      this.#functions.set(name, fn);
+    }
+    // One parameter more than declared is asked for: that the driver has
+    // none there is what says the kernel takes no more (a kernel that takes
+    // more is asked again, for its count).
+    let image = functionParams(this.#device, fn, params.length + 1);
+    if (image && image.length > params.length) {
+      image = functionParams(this.#device, fn, MAX_PARAMS);
+    }
+    checkAgainstImage(name, params, image);
+    const limits = functionLimits(this.#device, fn);
+    return new Kernel(this.#owner, this.#device, fn, name, params, limits);
+  }
+
+  /** The driver's handle of kernel `name`. */
+  #lookUp(name: string): number {
     const found = moduleFunction(this.#device, this.#address, name);
     if ("status" in found) {
       if (found.status === CUDA_ERROR_NOT_FOUND) {
@@ -205,8 +227,7 @@ export class CudaModule {
       }
       throw cudaError(found.status, `look up kernel "${name}" on ${this.device}`);
     }
-    checkAgainstImage(name, params, functionParams(this.#device, found.function));
-    return new Kernel(this.#owner, this.#device, found.function, name, params);
+    return found.function;
   }
 
   /**

@@ -23,6 +23,7 @@ import {
   streamWaitIdleOffThread,
 } from "../../ffi/native.ts";
 import { CPU, type DeviceIndex, deviceName, parseDevice } from "../device.ts";
+import type { GpuWork } from "./work.ts";
 
 /** Parses a CUDA device string; `what` names the argument in errors. */
 export function parseCudaDevice(device: unknown, what = "device"): DeviceIndex {
@@ -66,6 +67,8 @@ export class CudaStream {
   readonly #address: number;
   readonly #kind: number;
   #disposed = false;
+  /** Disposed by its user, destroyed once its launches not queued yet are. */
+  #closing = false;
 
   private constructor(index: DeviceIndex, address: number, kind: number) {
     this.#index = index;
@@ -139,9 +142,9 @@ export class CudaStream {
     return BigInt(addressOf(this));
   }
 
-  /** Whether {@linkcode CudaStream.dispose} destroyed it. */
+  /** Whether {@linkcode CudaStream.dispose} was called. */
   get disposed(): boolean {
-    return this.#disposed;
+    return this.#disposed || this.#closing;
   }
 
   /**
@@ -153,6 +156,9 @@ export class CudaStream {
    */
   synchronize(): Promise<void> {
     const address = addressOf(this);
+    // A launch ordered after a copy not queued yet is part of the stream's work.
+    const tail = streamTail(this.#index, address);
+    if (tail) return tail.queued.then(() => this.synchronize());
     const status = streamStatus(this.#index, address);
     if (status === 0) return Promise.resolve();
     const op = `synchronize a stream of ${this.#device}`;
@@ -164,11 +170,22 @@ export class CudaStream {
 
   /**
    * Destroys a stream made by {@linkcode createStream} (its queued work
-   * still completes); does nothing for the default stream or a wrapped one.
+   * still completes, launches ordered after a copy not queued yet
+   * included); does nothing for the default stream or a wrapped one.
    * Calling it again does nothing.
    */
   dispose(): void {
-    if (this.#disposed || this.#kind !== OWNED) return;
+    if (this.#disposed || this.#closing || this.#kind !== OWNED) return;
+    const tail = streamTail(this.#index, this.#address);
+    if (tail) {
+      this.#closing = true;
+      tail.queued.then(() => this.#destroy());
+      return;
+    }
+    this.#destroy();
+  }
+
+  #destroy(): void {
     this.#disposed = true;
     streamDestroy(this.#index, this.#address);
   }
@@ -182,9 +199,33 @@ export class CudaStream {
   [Symbol.for("Deno.customInspect")](): string {
     const kind = ["created", "default", "wrapped"][this.#kind];
     return `CudaStream(${this.#device}, ${kind}, 0x${this.#address.toString(16)}${
-      this.#disposed ? ", disposed" : ""
+      this.disposed ? ", disposed" : ""
     })`;
   }
+}
+
+/** The last launch on a stream that is not queued yet, and when it is (gpu/work.ts). */
+export interface StreamTail {
+  readonly work: GpuWork;
+  /** Resolves once it is queued, or has failed (never rejects). */
+  readonly queued: Promise<void>;
+}
+
+const tails: Map<number, StreamTail>[] = [];
+
+/** The last launch not queued yet on the stream at address `stream` of `device`, if any. */
+export function streamTail(device: DeviceIndex, stream: number): StreamTail | undefined {
+  return tails[device]?.get(stream);
+}
+
+/** Makes `tail` the last launch not queued yet on `stream` of `device`. */
+export function setStreamTail(device: DeviceIndex, stream: number, tail: StreamTail): void {
+  (tails[device] ??= new Map()).set(stream, tail);
+}
+
+/** Forgets `work` as the tail of `stream` of `device` (it is queued, or failed). */
+export function clearStreamTail(device: DeviceIndex, stream: number, work: GpuWork): void {
+  if (tails[device]?.get(stream)?.work === work) tails[device].delete(stream);
 }
 
 /** The address of a live stream (library-internal). @throws {Error} when disposed */
@@ -269,8 +310,12 @@ export function createStream(device: string): CudaStream {
  * ```
  */
 export function defaultStream(device: string): CudaStream {
-  const index = parseCudaDevice(device);
-  return defaults[index] ??= make(index, libraryStream(index, "compute"), LIBRARY);
+  return defaultStreamOf(parseCudaDevice(device));
+}
+
+/** {@linkcode defaultStream} by device index (library-internal: no string per launch). */
+export function defaultStreamOf(device: DeviceIndex): CudaStream {
+  return defaults[device] ??= make(device, libraryStream(device, "compute"), LIBRARY);
 }
 
 /** The library's copy stream of `device` (library-internal: never handed out). */

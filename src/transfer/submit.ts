@@ -57,6 +57,15 @@ function submitNow(route: Route, stats?: CopyStats, held?: InputHolds): CopyJob<
 }
 
 /**
+ * Like {@linkcode submit}, for a copy that must be queued only once `ready`
+ * settles (ordered after work not queued yet: gpu/after.ts); then it waits
+ * for memory as any copy does. A rejection of `ready` fails the copy.
+ */
+export function submitAfter(route: Route, ready: Promise<void>): CopyJob<void> {
+  return submitWhenAdmitted(route, ready.then(() => admission(route)));
+}
+
+/**
  * A job that submits once `admitted` resolves (its events are filled in
  * then). It holds the inputs while it waits: user code runs meanwhile.
  */
@@ -74,6 +83,7 @@ function submitWhenAdmitted(route: Route, admitted: Promise<void>): CopyJob<void
     events,
     submitted,
     stats,
+    waitsForMemory: true,
     complete: () => job!.complete(),
     abort: () => {
       if (job) return job.abort();

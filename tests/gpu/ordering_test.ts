@@ -6,11 +6,15 @@ import {
   defaultStream,
   deviceCount,
   disposeAll,
+  hostArena,
   loadModule,
   startCopy,
-  type Tensor,
+  Tensor,
 } from "../../mod.ts";
-import { addressOf, bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+import { reapFinished } from "../../src/copy_handle.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { addressOf, bytesOf, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
 
 // Ordering happens on the GPU, never on the CPU: with the copy stream held
 // back by a slow kernel, enqueueWait and `after` return while the copy is
@@ -184,5 +188,100 @@ Deno.test({
       using other = createStream("cuda:1");
       assert.throws(() => CudaStream.fromHandle(other.handle, "cuda:0"), RangeError);
     }
+  },
+});
+
+Deno.test({
+  // The sanitizer's tools run kernels one at a time, whatever their streams:
+  // the long kernel would end before the other stream's.
+  ignore: !hasGpu || underSanitizer,
+  name: "a long kernel on one stream does not keep the holds of finished work on another",
+  async fn() {
+    const module = await loadModule(await ptx());
+    const spin = module.kernel("spin_ns", ["u64"]);
+    const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
+    using slow = createStream("cuda:0");
+    const long = spin.launch({
+      grid: 1,
+      block: 1,
+      args: [BigInt(HOLD_US * 3 * 1000)],
+      stream: slow,
+    });
+    const bytes = 64 * 1024;
+    const [x, out] = await startCopy([new Uint8Array(bytes), new Uint8Array(bytes)], "cuda:0", {
+      packCpuTensors: false,
+    }).get();
+    const inUse = devicePool(0).inUseBytes;
+    copyU8.launch({ grid: 16, block: 256, args: [x, out, bytes] });
+    x.dispose(); // deferred: the launch holds x
+    assert.equal(devicePool(0).inUseBytes, inUse);
+    await defaultStream("cuda:0").synchronize();
+    reapFinished(); // as every startCopy and launch does
+    assert.equal(long.ready(), false, "the long kernel still runs (else this proves nothing)");
+    assert.ok(devicePool(0).inUseBytes < inUse, "the finished launch gave x back");
+    await long.done();
+    out.dispose();
+    module.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "dispose({ after: handle }) holds pinned memory until that copy settles",
+  async fn() {
+    const [onDevice] = await startCopy([new Uint8Array(64 * 1024)], "cuda:0").get();
+    const [pinned] = await startCopy([onDevice], "cpu").get();
+    assert.ok(pinned.pinned);
+    testAids!.delayStream(0, HOLD_US);
+    const later = startCopy([new Float32Array(16)], "cuda:0");
+    const inUse = pinnedPool.inUseBytes;
+    pinned.dispose({ after: later });
+    assert.equal(pinnedPool.inUseBytes, inUse, "the block stays held while the copy runs");
+    disposeAll(await later.get());
+    assert.ok(pinnedPool.inUseBytes < inUse, "and goes back once it settled");
+    onDevice.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "dispose({ after: stream }) of a tensor over a hostArena keeps the arena from reset until then",
+  async fn() {
+    using arena = hostArena(4096);
+    const view = arena.float32(8);
+    const tensor = Tensor.from(view);
+    using stream = createStream("cuda:0");
+    testAids!.delayOn(stream, HOLD_US);
+    tensor.dispose({ after: stream });
+    assert.throws(() => arena.reset(), /Cannot reset a hostArena/);
+    await stream.synchronize();
+    reapFinished();
+    arena.reset();
+  },
+});
+
+Deno.test({
+  ignore: !hasGpu || deviceCount() < 2,
+  name: "after: the legacy default stream of another device is waited for (handle 0 on both)",
+  async fn() {
+    const module = await loadModule(await ptx(), { device: "cuda:0" });
+    const scale = module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]);
+    const [x] = await startCopy([new Float32Array(4)], "cuda:0").get();
+    const legacy0 = CudaStream.fromHandle(0n, "cuda:0");
+    const legacy1 = CudaStream.fromHandle(0n, "cuda:1");
+    testAids!.delayOn(legacy1, HOLD_US);
+    const work = scale.launch({
+      grid: 1,
+      block: 4,
+      args: [x, 1, 0, 4],
+      stream: legacy0,
+      after: legacy1,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(work.ready(), false, "the launch waits for cuda:1's legacy stream");
+    await work.done();
+    x.dispose();
+    module.dispose();
   },
 });
