@@ -35,7 +35,7 @@ import {
   tensorStorage,
   vectorShape,
 } from "./tensor_internals.ts";
-import type { Leaf, LeafSink } from "./traverse.ts";
+import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;

@@ -19,7 +19,7 @@ import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import { Route } from "./route.ts";
 import type { Tensor } from "./tensor.ts";
-import { walk } from "./traverse.ts";
+import { walk } from "./walk/walk.ts";
 import { submit } from "./transfer/submit.ts";
 
 /**

@@ -5,7 +5,7 @@ import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
 import { Route } from "../src/route.ts";
 import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
-import { walk } from "../src/traverse.ts";
+import { walk } from "../src/walk/walk.ts";
 
 const CUDA0 = 0;
 const CPU = -1;

@@ -3,7 +3,7 @@ import { BlockPool } from "../../src/memory/block_pool.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
 import { resolveOptions, type StartCopyOptions } from "../../src/options.ts";
 import { Route } from "../../src/route.ts";
-import { walk } from "../../src/traverse.ts";
+import { walk } from "../../src/walk/walk.ts";
 import {
   CHUNK_BASE_ALIGNMENT,
   GATHER_ENTRY_BYTES,
