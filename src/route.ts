@@ -18,7 +18,8 @@
 
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { type DType, dtypeOfArray, type TypedArray } from "./dtype.ts";
+import { arrayCodeOf, CODE_DTYPE, NO_CODE } from "./array_code.ts";
+import type { DType, TypedArray } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
@@ -26,6 +27,7 @@ import type { Storage } from "./memory/storage.ts";
 import { Tensor } from "./tensor.ts";
 import {
   bindTensor,
+  createBoundTensor,
   createTensor,
   rebindTensor,
   shareTensor,
@@ -59,6 +61,12 @@ export class Route implements LeafSink {
   readonly outputs: Tensor[];
   /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
   readonly hostData: (TypedArray | undefined)[];
+  /**
+   * The class code of each {@linkcode Route.hostData} (see array_code.ts),
+   * by the same index ({@linkcode NO_CODE} where there is none): derived
+   * once, in the walk, for the dtype and for packing.
+   */
+  readonly codes: NumberList = borrowList();
   /**
    * Outputs for leaves already on the target that hold a pooled storage of
    * their own (see {@linkcode Route.disposeShared}); usually none.
@@ -96,12 +104,30 @@ export class Route implements LeafSink {
    * they all come from one device, built during the walk when it can be.
    */
   readonly packer: SequentialPacker | undefined;
+  /**
+   * The storage of the CPU→CUDA leaves the walk packs (its block comes once
+   * the walk is done: see `Storage.pending`): their outputs are created
+   * bound to it, at their place in the chunk, so no pass binds them later.
+   * Undefined until the first such leaf, and without `pendingStorage`.
+   */
+  chunkStorage: Storage | undefined;
+  readonly #pendingStorage: ((target: number) => Storage) | undefined;
 
-  /** A route to device index `target` (-1: the CPU). */
-  constructor(target: number, options: ResolvedOptions) {
+  /**
+   * A route to device index `target` (-1: the CPU). `pendingStorage`
+   * makes the pending storage of the packed CPU→CUDA chunk (from the
+   * transfer room, which owns the pools); without it, outputs are bound
+   * after the walk.
+   */
+  constructor(
+    target: number,
+    options: ResolvedOptions,
+    pendingStorage?: (target: number) => Storage,
+  ) {
     this.target = target;
     this.options = options;
     if (options.packCpuTensors) this.packer = new SequentialPacker(options);
+    if (target !== CPU) this.#pendingStorage = pendingStorage;
     // Sized like the last copy's (a training loop's batches are alike), so
     // that storing a leaf never grows the arrays; `end()` trims them.
     this.leaves = new Array(capacityHint);
@@ -123,6 +149,7 @@ export class Route implements LeafSink {
     this.h2d.release();
     this.fromArena.release();
     returnList(this.arenaOffsets);
+    returnList(this.codes);
     this.packer?.dispose();
   }
 
@@ -146,21 +173,23 @@ export class Route implements LeafSink {
         if (storage !== undefined && storage !== this.#lastInputStorage) {
           this.#inputStorages.push(this.#lastInputStorage = storage);
         }
-      } else {
-        const arena = tensorArena(leaf);
-        if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
+        return this.#move(leaf, source, undefined, leaf.dtype, leaf.shape, NO_CODE);
       }
-      return this.#move(leaf, source, data, leaf.dtype, leaf.shape);
+      const arena = tensorArena(leaf);
+      const code = arrayCodeOf(data);
+      if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape, code);
+      return this.#move(leaf, source, data, leaf.dtype, leaf.shape, code);
     }
-    const dtype = dtypeOfArray(leaf)!;
+    const code = arrayCodeOf(leaf);
+    const dtype = CODE_DTYPE[code];
     this.bytes += leaf.byteLength;
     if (target === CPU) {
       // As in the reference package: a CPU leaf to the CPU is not copied.
       return createTensor(dtype, vectorShape(leaf.length), CPU, leaf);
     }
     const arena = arenaOf(leaf);
-    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
-    return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length));
+    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length), code);
+    return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length), code);
   }
 
   /**
@@ -271,6 +300,7 @@ export class Route implements LeafSink {
     arena: ArenaMemory,
     dtype: DType,
     shape: readonly number[],
+    code: number,
   ): Tensor {
     const index = this.#moving++;
     const output = createTensor(dtype, shape, this.target, leaf.byteLength);
@@ -278,6 +308,7 @@ export class Route implements LeafSink {
     this.leaves[index] = leaf;
     this.outputs[index] = output;
     this.hostData[index] = data;
+    this.codes.push(code);
     if (arena !== this.arenas[this.arenas.length - 1]) {
       this.arenas.push(arena);
       this.arenaStarts.push(this.fromArena.length);
@@ -295,13 +326,33 @@ export class Route implements LeafSink {
     data: TypedArray | undefined,
     dtype: DType,
     shape: readonly number[],
+    code: number,
   ): Tensor {
     const index = this.#moving++;
-    const output = createTensor(dtype, shape, this.target, leaf.byteLength);
-    this.movedBytes += leaf.byteLength;
+    const bytes = leaf.byteLength;
+    this.movedBytes += bytes;
     this.leaves[index] = leaf;
-    this.outputs[index] = output;
     if (data !== undefined) this.hostData[index] = data;
+    this.codes.push(code);
+    if (source === CPU && this.packer !== undefined && this.#pendingStorage !== undefined) {
+      // CPU→CUDA, packed: the output is created where it will lie.
+      const offset = this.packer.place(this.h2d.length, bytes);
+      this.h2d.push(index);
+      const output = offset < 0
+        ? createTensor(dtype, shape, this.target, bytes)
+        : createBoundTensor(
+          dtype,
+          shape,
+          this.target,
+          bytes,
+          this.chunkStorage ??= this.#pendingStorage(this.target),
+          offset,
+        );
+      this.outputs[index] = output;
+      return output;
+    }
+    const output = createTensor(dtype, shape, this.target, bytes);
+    this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;
       if (d2h.length === 0) {

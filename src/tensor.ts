@@ -35,6 +35,14 @@ export interface TensorInternals {
     device: DeviceIndex,
     contents: number | TypedArray,
   ): Tensor;
+  createBound(
+    dtype: DType,
+    shape: readonly number[],
+    device: DeviceIndex,
+    byteLength: number,
+    storage: Storage,
+    offset: number,
+  ): Tensor;
   bind(tensor: Tensor, storage: Storage, offset: number): void;
   rebind(tensor: Tensor, data: TypedArray): void;
   share(tensor: Tensor): Tensor;
@@ -121,6 +129,12 @@ export class Tensor {
   static {
     tensorInternals.create = (dtype, shape, device, contents) =>
       new Tensor(dtype, shape, device, contents);
+    tensorInternals.createBound = (dtype, shape, device, byteLength, storage, offset) => {
+      const tensor = new Tensor(dtype, shape, device, byteLength);
+      tensor.#storage = storage;
+      tensor.#offset = offset;
+      return tensor;
+    };
     tensorInternals.bind = (tensor, storage, offset) => {
       tensor.#storage = storage;
       tensor.#offset = offset;

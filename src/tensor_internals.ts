@@ -48,6 +48,21 @@ export function vectorShape(length: number): readonly number[] {
   return shape;
 }
 
+/**
+ * Creates a tensor of `byteLength` bytes already bound to `offset` in
+ * `storage` (whose hold it takes over): an output placed by the walk.
+ */
+export function createBoundTensor(
+  dtype: DType,
+  shape: readonly number[],
+  device: DeviceIndex,
+  byteLength: number,
+  storage: Storage,
+  offset: number,
+): Tensor {
+  return internals.createBound(dtype, shape, device, byteLength, storage, offset);
+}
+
 /** Points a tensor at `offset` in `storage`, whose hold it takes over. */
 export function bindTensor(tensor: Tensor, storage: Storage, offset: number): void {
   internals.bind(tensor, storage, offset);
