@@ -29,15 +29,26 @@ import {
   bindTensor,
   createBoundTensor,
   createTensor,
+  readTensor,
   rebindTensor,
   shareTensor,
   tensorAddress,
-  tensorArena,
   tensorDevice,
+  type TensorFields,
   tensorStorage,
   vectorShape,
 } from "./tensor_internals.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
+
+/** A tensor leaf's fields, read at once (reused: no object per leaf). */
+const FIELDS: TensorFields = {
+  device: CPU,
+  dtype: "uint8",
+  shape: [],
+  byteLength: 0,
+  arena: undefined,
+  storage: undefined,
+};
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;
@@ -158,8 +169,10 @@ export class Route implements LeafSink {
     this.tensors++;
     const target = this.target;
     if (leaf instanceof Tensor) {
-      const source = tensorDevice(leaf);
-      this.bytes += leaf.byteLength;
+      const fields = FIELDS;
+      readTensor(leaf, fields);
+      const source = fields.device;
+      this.bytes += fields.byteLength;
       if (source === target) {
         // Not copied, yet a tensor of its own: disposing the result must
         // not dispose the caller's input (nor the input the result).
@@ -169,16 +182,16 @@ export class Route implements LeafSink {
       }
       if (data === undefined) {
         // In pooled memory (CUDA or pinned): held while the copy reads it.
-        const storage = tensorStorage(leaf);
+        const storage = fields.storage;
         if (storage !== undefined && storage !== this.#lastInputStorage) {
           this.#inputStorages.push(this.#lastInputStorage = storage);
         }
-        return this.#move(leaf, source, undefined, leaf.dtype, leaf.shape, NO_CODE);
+        return this.#move(leaf, source, undefined, fields.dtype, fields.shape, NO_CODE);
       }
-      const arena = tensorArena(leaf);
-      const code = arrayCodeOf(data);
-      if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape, code);
-      return this.#move(leaf, source, data, leaf.dtype, leaf.shape, code);
+      const { arena, dtype, shape } = fields;
+      // (An arena leaf is sent from where it lies: its class is never needed.)
+      if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape, NO_CODE);
+      return this.#move(leaf, source, data, dtype, shape, arrayCodeOf(data));
     }
     const code = arrayCodeOf(leaf);
     const dtype = CODE_DTYPE[code];

@@ -35,8 +35,13 @@ export interface PlanHooks {
   isHoley(input: unknown[]): boolean;
   /** Whether a value is a TypedArray leaf (`isTypedArray`). */
   isLeafArray(value: unknown): value is { byteLength: number };
-  /** The host data of a leaf (`tensorData`), compared with its `byteLength`. */
-  leafData(value: Tensor): { byteLength: number } | undefined;
+  /**
+   * The host data of a tensor leaf (`tensorWalkData`), or
+   * {@linkcode PlanHooks.rejected} for one the generic walk refuses.
+   */
+  leafData(value: Tensor): unknown;
+  /** What `leafData` returns for a leaf the walk refuses. */
+  rejected: unknown;
   /** The class of the leaves a plan checks for inline. */
   leafClass: typeof Tensor;
 }

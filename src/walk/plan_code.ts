@@ -72,7 +72,7 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
         // shrank, or an empty TypedArray, which may be detached, goes to
         // the generic walk, which checks it and throws its error).
         lines.push(
-          `${indent}if (${v} instanceof Leaf && !${v}.disposed && ((d = leafData(${v})) === undefined || d.byteLength === ${v}.byteLength)) ${out} = sink.add(${v}, d);`,
+          `${indent}if (${v} instanceof Leaf && (d = leafData(${v})) !== REJECTED) ${out} = sink.add(${v}, d);`,
           `${indent}else if (isLeafArray(${v}) && ${v}.byteLength !== 0) ${out} = sink.add(${v}, ${v});`,
           `${indent}else ${out} = ${passOr(v, `visitCounting(${v}, ${depth}, anc, sink, plan)`)};`,
         );

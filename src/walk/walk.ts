@@ -12,7 +12,7 @@
 
 import { isTypedArray } from "../dtype.ts";
 import { Tensor } from "../tensor.ts";
-import { tensorData } from "../tensor_internals.ts";
+import { REJECTED_LEAF, tensorWalkData } from "../tensor_internals.ts";
 import { isDetached, isOutOfBounds } from "../tensor_args.ts";
 import {
   ARRAY,
@@ -96,15 +96,10 @@ function visit(
 ): unknown {
   if (typeof value !== "object" || value === null) return value;
   if (value instanceof Tensor) {
-    if (value.disposed) {
-      throw rejected.disposed();
-    }
-    // A detached view reads as length 0: compare lengths (cheap) rather
-    // than reading `.buffer.detached` (costly) for every leaf.
-    const data = tensorData(value);
-    if (data !== undefined && data.byteLength !== value.byteLength) {
-      throw rejected.shrunk();
-    }
+    // A detached view reads as length 0: its length is compared (cheap)
+    // rather than `.buffer.detached` read (costly) for every leaf.
+    const data = tensorWalkData(value);
+    if (data === REJECTED_LEAF) throw value.disposed ? rejected.disposed() : rejected.shrunk();
     return sink.add(value, data);
   }
   if (isTypedArray(value)) {
@@ -206,7 +201,8 @@ function visit(
 
 const PLAN_HOOKS: PlanHooks = {
   visit: visit as PlanHooks["visit"],
-  leafData: tensorData,
+  leafData: tensorWalkData,
+  rejected: REJECTED_LEAF,
   isHoley: visitByKeys,
   isLeafArray: isTypedArray,
   leafClass: Tensor,
