@@ -122,6 +122,13 @@ export class Route implements LeafSink {
    * Undefined until the first such leaf, and without `pendingStorage`.
    */
   chunkStorage: Storage | undefined;
+  /**
+   * The same for the leaves that lie in a host arena, bound at their
+   * offset in it: right where they lie when the arena's leaves go in one
+   * run from its start (a batch built in a fresh arena; else the transfer
+   * binds them again).
+   */
+  arenaStorage: Storage | undefined;
   readonly #pendingStorage: ((target: number) => Storage) | undefined;
 
   /**
@@ -316,8 +323,17 @@ export class Route implements LeafSink {
     code: number,
   ): Tensor {
     const index = this.#moving++;
-    const output = createTensor(dtype, shape, this.target, leaf.byteLength);
-    this.movedBytes += leaf.byteLength;
+    const bytes = leaf.byteLength;
+    let output: Tensor;
+    if (this.#pendingStorage !== undefined) {
+      // Created where it will lie if the batch goes in one run from the
+      // arena's start (a batch built in a fresh arena): see `arenaStorage`.
+      const storage = this.arenaStorage ??= this.#pendingStorage(this.target);
+      output = createBoundTensor(dtype, shape, this.target, bytes, storage, data.byteOffset);
+    } else {
+      output = createTensor(dtype, shape, this.target, bytes);
+    }
+    this.movedBytes += bytes;
     this.leaves[index] = leaf;
     this.outputs[index] = output;
     this.hostData[index] = data;
