@@ -73,9 +73,10 @@ export class Route implements LeafSink {
   /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
   readonly hostData: (TypedArray | undefined)[];
   /**
-   * The class code of each {@linkcode Route.hostData} (see array_code.ts),
-   * by the same index ({@linkcode NO_CODE} where there is none): derived
-   * once, in the walk, for the dtype and for packing.
+   * The class code (see array_code.ts) of the bytes of each CPU→CUDA leaf,
+   * by its position in {@linkcode Route.h2d} ({@linkcode NO_CODE} where the
+   * walk read none): derived once, in the walk, for the dtype and for
+   * packing.
    */
   readonly codes: NumberList = borrowList();
   /**
@@ -197,7 +198,7 @@ export class Route implements LeafSink {
       }
       const { arena, dtype, shape } = fields;
       // (An arena leaf is sent from where it lies: its class is never needed.)
-      if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape, NO_CODE);
+      if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape);
       return this.#move(leaf, source, data, dtype, shape, arrayCodeOf(data));
     }
     const code = arrayCodeOf(leaf);
@@ -208,7 +209,7 @@ export class Route implements LeafSink {
       return createTensor(dtype, vectorShape(leaf.length), CPU, leaf);
     }
     const arena = arenaOf(leaf);
-    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length), code);
+    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
     return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length), code);
   }
 
@@ -320,7 +321,6 @@ export class Route implements LeafSink {
     arena: ArenaMemory,
     dtype: DType,
     shape: readonly number[],
-    code: number,
   ): Tensor {
     const index = this.#moving++;
     const bytes = leaf.byteLength;
@@ -337,7 +337,6 @@ export class Route implements LeafSink {
     this.leaves[index] = leaf;
     this.outputs[index] = output;
     this.hostData[index] = data;
-    this.codes.push(code);
     if (arena !== this.arenas[this.arenas.length - 1]) {
       this.arenas.push(arena);
       this.arenaStarts.push(this.fromArena.length);
@@ -362,11 +361,11 @@ export class Route implements LeafSink {
     this.movedBytes += bytes;
     this.leaves[index] = leaf;
     if (data !== undefined) this.hostData[index] = data;
-    this.codes.push(code);
     if (source === CPU && this.packer !== undefined && this.#pendingStorage !== undefined) {
       // CPU→CUDA, packed: the output is created where it will lie.
       const offset = this.packer.place(this.h2d.length, bytes);
       this.h2d.push(index);
+      this.codes.push(code);
       const output = offset < 0
         ? createTensor(dtype, shape, this.target, bytes)
         : createBoundTensor(
@@ -396,6 +395,7 @@ export class Route implements LeafSink {
     } else if (source === CPU) {
       this.packer?.add(this.h2d.length, leaf.byteLength);
       this.h2d.push(index);
+      this.codes.push(code);
     } else {
       if (this.peer.length === 0) this.#peerSource = source;
       else if (source !== this.#peerSource) this.#peerMixed = true;

@@ -103,7 +103,7 @@ function packBySet(
     const k = members[m];
     packed[k] = 1;
     const i = h2d[k];
-    let code = codes[i];
+    let code = codes[k];
     let src = hostData[i];
     if (code === NO_CODE || src === undefined) {
       src = route.hostBytes(i);
