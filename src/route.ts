@@ -3,15 +3,16 @@
  * output tensor that stands in for each in the result.
  *
  * The walk feeds it (it is the walk's `LeafSink`): every leaf that moves
- * gets an output `Tensor`, created unbound so that the result structure is
- * final from the start, and an index in one of three direction lists
- * (CPU→CUDA, CUDA→other CUDA, CUDA→CPU). A tensor already on the target
- * moves nothing: it gets a new `Tensor` over the same memory, which takes its
- * own hold, so that results never share an instance with the input. With the
- * default alignment it also
- * feeds the sequential packer during the walk. The transfer functions later
- * bind each output to its memory through {@linkcode Route.bind}, the one
- * place where that happens.
+ * gets an output `Tensor`, so that the result structure is final from the
+ * start, and an index in one of three direction lists (CPU→CUDA,
+ * CUDA→other CUDA, CUDA→CPU). A tensor already on the target moves
+ * nothing: it gets a new `Tensor` over the same memory, which takes its own
+ * hold, so that results never share an instance with the input. With the
+ * default alignment it also feeds the sequential packer during the walk,
+ * and the CPU→CUDA leaves it packs (and those in a host arena) get their
+ * outputs created already bound to a pending storage at their final
+ * offset (see {@linkcode Route.chunkStorage}). The transfer functions bind
+ * every other output to its memory through {@linkcode Route.bind}.
  *
  * @module
  */
