@@ -30,9 +30,9 @@ if grep -lE 'from "(\.\./)+ffi/' src/*.ts src/*/*.ts |
   echo "boundary: the files above import ffi/; only transfer/, staging/, memory/, gpu/, copy_handle.ts, device.ts and tensor.ts may" >&2
   fail=1
 fi
-if grep -nE 'from "\./(memory|staging)/' src/start_copy.ts src/route.ts src/traverse.ts src/pack_plan.ts |
+if grep -nE 'from "(\./|\.\./)(memory|staging)/' src/start_copy.ts src/route.ts src/walk/*.ts src/pack_plan.ts |
   grep -v 'import type'; then
-  echo "boundary: start_copy.ts, route.ts, traverse.ts and pack_plan.ts take no pool or Worker (types only)" >&2
+  echo "boundary: start_copy.ts, route.ts, walk/ and pack_plan.ts take no pool or Worker (types only)" >&2
   fail=1
 fi
 

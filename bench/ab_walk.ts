@@ -20,7 +20,10 @@ const newRoot = new URL("../", import.meta.url);
 
 /** One version's walk of each case into a fresh route; returns microseconds. */
 async function side(root: URL): Promise<(c: number) => number> {
-  const { walk } = await import(new URL("src/traverse.ts", root).href);
+  // The walk moved to src/walk/ (older checkouts have src/traverse.ts).
+  const { walk } = await import(new URL("src/walk/walk.ts", root).href).catch(() =>
+    import(new URL("src/traverse.ts", root).href)
+  );
   const { Route } = await import(new URL("src/route.ts", root).href);
   const { resolveOptions } = await import(new URL("src/options.ts", root).href);
   const { createBatchMetaData } = await import(new URL("examples/reference_batch.ts", root).href);

@@ -13,7 +13,8 @@ import { startCopy, Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { packCandidates, planPacking } from "../src/pack_plan.ts";
 import { DTYPE_SIZE } from "../src/dtype.ts";
-import { collectLeaves, walk } from "../src/traverse.ts";
+import { collectLeaves } from "../src/walk/leaf_sink.ts";
+import { walk } from "../src/walk/walk.ts";
 
 const batch = createBatchMetaData(16);
 const leaves = collectLeaves(batch) as Tensor[];

@@ -40,7 +40,8 @@ import {
   type TypedArray,
 } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
-import { collectLeaves, walk } from "../src/traverse.ts";
+import { collectLeaves } from "../src/walk/leaf_sink.ts";
+import { walk } from "../src/walk/walk.ts";
 import { Route } from "../src/route.ts";
 import { resolveOptions } from "../src/options.ts";
 import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memory.ts";

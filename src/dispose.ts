@@ -10,13 +10,13 @@ import {
   ARRAY,
   arrayIndex,
   containerKind,
-  disposeByPlan,
   MAP,
-  MAX_DEPTH,
   NOT_A_CONTAINER,
   PLAIN_OBJECT,
   visitByKeys,
-} from "./traverse.ts";
+} from "./walk/containers.ts";
+import { disposeByPlan } from "./walk/plan_cache.ts";
+import { MAX_DEPTH } from "./walk/walk.ts";
 
 /**
  * Disposes every {@linkcode Tensor} found in a nested structure of arrays,

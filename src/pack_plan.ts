@@ -210,7 +210,12 @@ export class SequentialPacker {
    * candidate (too large); invalidates the plan when it does not fit.
    */
   add(index: number, bytes: number): boolean {
-    if (!this.valid || bytes > this.#limit) return false;
+    return this.place(index, bytes) >= 0;
+  }
+
+  /** As {@linkcode SequentialPacker.add}, returning the offset given, or -1. */
+  place(index: number, bytes: number): number {
+    if (!this.valid || bytes > this.#limit) return -1;
     const align = this.#align;
     const end = this.end;
     // Rounding up by a bit mask (the alignment is a power of two) while
@@ -224,12 +229,12 @@ export class SequentialPacker {
     }
     if (offset + bytes > this.#maxChunk) {
       this.valid = false;
-      return false;
+      return -1;
     }
     this.#members.push(index);
     this.offsets.push(offset);
     this.end = offset + bytes;
-    return true;
+    return offset;
   }
 }
 

@@ -3,22 +3,24 @@
  * output tensor that stands in for each in the result.
  *
  * The walk feeds it (it is the walk's `LeafSink`): every leaf that moves
- * gets an output `Tensor`, created unbound so that the result structure is
- * final from the start, and an index in one of three direction lists
- * (CPU→CUDA, CUDA→other CUDA, CUDA→CPU). A tensor already on the target
- * moves nothing: it gets a new `Tensor` over the same memory, which takes its
- * own hold, so that results never share an instance with the input. With the
- * default alignment it also
- * feeds the sequential packer during the walk. The transfer functions later
- * bind each output to its memory through {@linkcode Route.bind}, the one
- * place where that happens.
+ * gets an output `Tensor`, so that the result structure is final from the
+ * start, and an index in one of three direction lists (CPU→CUDA,
+ * CUDA→other CUDA, CUDA→CPU). A tensor already on the target moves
+ * nothing: it gets a new `Tensor` over the same memory, which takes its own
+ * hold, so that results never share an instance with the input. With the
+ * default alignment it also feeds the sequential packer during the walk,
+ * and the CPU→CUDA leaves it packs (and those in a host arena) get their
+ * outputs created already bound to a pending storage at their final
+ * offset (see {@linkcode Route.chunkStorage}). The transfer functions bind
+ * every other output to its memory through {@linkcode Route.bind}.
  *
  * @module
  */
 
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { type DType, dtypeOfArray, type TypedArray } from "./dtype.ts";
+import { arrayCodeOf, CODE_DTYPE, NO_CODE } from "./array_code.ts";
+import type { DType, TypedArray } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
@@ -26,16 +28,28 @@ import type { Storage } from "./memory/storage.ts";
 import { Tensor } from "./tensor.ts";
 import {
   bindTensor,
+  createBoundTensor,
   createTensor,
+  readTensor,
   rebindTensor,
   shareTensor,
   tensorAddress,
-  tensorArena,
   tensorDevice,
+  type TensorFields,
   tensorStorage,
   vectorShape,
 } from "./tensor_internals.ts";
-import type { Leaf, LeafSink } from "./traverse.ts";
+import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
+
+/** A tensor leaf's fields, read at once (reused: no object per leaf). */
+const FIELDS: TensorFields = {
+  device: CPU,
+  dtype: "uint8",
+  shape: [],
+  byteLength: 0,
+  arena: undefined,
+  storage: undefined,
+};
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;
@@ -59,6 +73,13 @@ export class Route implements LeafSink {
   readonly outputs: Tensor[];
   /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
   readonly hostData: (TypedArray | undefined)[];
+  /**
+   * The class code (see array_code.ts) of the bytes of each CPU→CUDA leaf,
+   * by its position in {@linkcode Route.h2d} ({@linkcode NO_CODE} where the
+   * walk read none): derived once, in the walk, for the dtype and for
+   * packing.
+   */
+  readonly codes: NumberList = borrowList();
   /**
    * Outputs for leaves already on the target that hold a pooled storage of
    * their own (see {@linkcode Route.disposeShared}); usually none.
@@ -96,12 +117,37 @@ export class Route implements LeafSink {
    * they all come from one device, built during the walk when it can be.
    */
   readonly packer: SequentialPacker | undefined;
+  /**
+   * The storage of the CPU→CUDA leaves the walk packs (its block comes once
+   * the walk is done: see `Storage.pending`): their outputs are created
+   * bound to it, at their place in the chunk, so no pass binds them later.
+   * Undefined until the first such leaf, and without `pendingStorage`.
+   */
+  chunkStorage: Storage | undefined;
+  /**
+   * The same for the leaves that lie in a host arena, bound at their
+   * offset in it: right where they lie when the arena's leaves go in one
+   * run from its start (a batch built in a fresh arena; else the transfer
+   * binds them again).
+   */
+  arenaStorage: Storage | undefined;
+  readonly #pendingStorage: ((target: number) => Storage) | undefined;
 
-  /** A route to device index `target` (-1: the CPU). */
-  constructor(target: number, options: ResolvedOptions) {
+  /**
+   * A route to device index `target` (-1: the CPU). `pendingStorage`
+   * makes the pending storage of the packed CPU→CUDA chunk (from the
+   * transfer room, which owns the pools); without it, outputs are bound
+   * after the walk.
+   */
+  constructor(
+    target: number,
+    options: ResolvedOptions,
+    pendingStorage?: (target: number) => Storage,
+  ) {
     this.target = target;
     this.options = options;
     if (options.packCpuTensors) this.packer = new SequentialPacker(options);
+    if (target !== CPU) this.#pendingStorage = pendingStorage;
     // Sized like the last copy's (a training loop's batches are alike), so
     // that storing a leaf never grows the arrays; `end()` trims them.
     this.leaves = new Array(capacityHint);
@@ -123,6 +169,7 @@ export class Route implements LeafSink {
     this.h2d.release();
     this.fromArena.release();
     returnList(this.arenaOffsets);
+    returnList(this.codes);
     this.packer?.dispose();
   }
 
@@ -131,8 +178,10 @@ export class Route implements LeafSink {
     this.tensors++;
     const target = this.target;
     if (leaf instanceof Tensor) {
-      const source = tensorDevice(leaf);
-      this.bytes += leaf.byteLength;
+      const fields = FIELDS;
+      readTensor(leaf, fields);
+      const source = fields.device;
+      this.bytes += fields.byteLength;
       if (source === target) {
         // Not copied, yet a tensor of its own: disposing the result must
         // not dispose the caller's input (nor the input the result).
@@ -142,17 +191,19 @@ export class Route implements LeafSink {
       }
       if (data === undefined) {
         // In pooled memory (CUDA or pinned): held while the copy reads it.
-        const storage = tensorStorage(leaf);
+        const storage = fields.storage;
         if (storage !== undefined && storage !== this.#lastInputStorage) {
           this.#inputStorages.push(this.#lastInputStorage = storage);
         }
-      } else {
-        const arena = tensorArena(leaf);
-        if (arena) return this.#moveFromArena(leaf, data, arena, leaf.dtype, leaf.shape);
+        return this.#move(leaf, source, undefined, fields.dtype, fields.shape, NO_CODE);
       }
-      return this.#move(leaf, source, data, leaf.dtype, leaf.shape);
+      const { arena, dtype, shape } = fields;
+      // (An arena leaf is sent from where it lies: its class is never needed.)
+      if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape);
+      return this.#move(leaf, source, data, dtype, shape, arrayCodeOf(data));
     }
-    const dtype = dtypeOfArray(leaf)!;
+    const code = arrayCodeOf(leaf);
+    const dtype = CODE_DTYPE[code];
     this.bytes += leaf.byteLength;
     if (target === CPU) {
       // As in the reference package: a CPU leaf to the CPU is not copied.
@@ -160,7 +211,7 @@ export class Route implements LeafSink {
     }
     const arena = arenaOf(leaf);
     if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
-    return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length));
+    return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length), code);
   }
 
   /**
@@ -273,8 +324,17 @@ export class Route implements LeafSink {
     shape: readonly number[],
   ): Tensor {
     const index = this.#moving++;
-    const output = createTensor(dtype, shape, this.target, leaf.byteLength);
-    this.movedBytes += leaf.byteLength;
+    const bytes = leaf.byteLength;
+    let output: Tensor;
+    if (this.#pendingStorage !== undefined) {
+      // Created where it will lie if the batch goes in one run from the
+      // arena's start (a batch built in a fresh arena): see `arenaStorage`.
+      const storage = this.arenaStorage ??= this.#pendingStorage(this.target);
+      output = createBoundTensor(dtype, shape, this.target, bytes, storage, data.byteOffset);
+    } else {
+      output = createTensor(dtype, shape, this.target, bytes);
+    }
+    this.movedBytes += bytes;
     this.leaves[index] = leaf;
     this.outputs[index] = output;
     this.hostData[index] = data;
@@ -295,13 +355,33 @@ export class Route implements LeafSink {
     data: TypedArray | undefined,
     dtype: DType,
     shape: readonly number[],
+    code: number,
   ): Tensor {
     const index = this.#moving++;
-    const output = createTensor(dtype, shape, this.target, leaf.byteLength);
-    this.movedBytes += leaf.byteLength;
+    const bytes = leaf.byteLength;
+    this.movedBytes += bytes;
     this.leaves[index] = leaf;
-    this.outputs[index] = output;
     if (data !== undefined) this.hostData[index] = data;
+    if (source === CPU && this.packer !== undefined && this.#pendingStorage !== undefined) {
+      // CPU→CUDA, packed: the output is created where it will lie.
+      const offset = this.packer.place(this.h2d.length, bytes);
+      this.h2d.push(index);
+      this.codes.push(code);
+      const output = offset < 0
+        ? createTensor(dtype, shape, this.target, bytes)
+        : createBoundTensor(
+          dtype,
+          shape,
+          this.target,
+          bytes,
+          this.chunkStorage ??= this.#pendingStorage(this.target),
+          offset,
+        );
+      this.outputs[index] = output;
+      return output;
+    }
+    const output = createTensor(dtype, shape, this.target, bytes);
+    this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;
       if (d2h.length === 0) {
@@ -316,6 +396,7 @@ export class Route implements LeafSink {
     } else if (source === CPU) {
       this.packer?.add(this.h2d.length, leaf.byteLength);
       this.h2d.push(index);
+      this.codes.push(code);
     } else {
       if (this.peer.length === 0) this.#peerSource = source;
       else if (source !== this.#peerSource) this.#peerMixed = true;

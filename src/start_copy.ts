@@ -21,8 +21,9 @@ import { Route } from "./route.ts";
 import type { Storage } from "./memory/storage.ts";
 import type { Tensor } from "./tensor.ts";
 import { tensorStorage } from "./tensor_internals.ts";
-import { walk } from "./traverse.ts";
+import { walk } from "./walk/walk.ts";
 import { submit, submitAfter } from "./transfer/submit.ts";
+import { pendingChunkStorage } from "./transfer/chunks.ts";
 
 /**
  * Objects `startCopy` passes through by reference, whatever their contents
@@ -175,7 +176,7 @@ export function startCopy<T>(
   const after = options?.after === undefined
     ? undefined
     : checkAfter(options.after, "option after", true);
-  const route = new Route(target, resolved);
+  const route = new Route(target, resolved, pendingChunkStorage);
   let result: CopyResult<T>;
   try {
     result = walk(data, route) as CopyResult<T>;

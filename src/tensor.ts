@@ -35,6 +35,14 @@ export interface TensorInternals {
     device: DeviceIndex,
     contents: number | TypedArray,
   ): Tensor;
+  createBound(
+    dtype: DType,
+    shape: readonly number[],
+    device: DeviceIndex,
+    byteLength: number,
+    storage: Storage,
+    offset: number,
+  ): Tensor;
   bind(tensor: Tensor, storage: Storage, offset: number): void;
   rebind(tensor: Tensor, data: TypedArray): void;
   share(tensor: Tensor): Tensor;
@@ -42,11 +50,26 @@ export interface TensorInternals {
   storage(tensor: Tensor): Storage | undefined;
   offset(tensor: Tensor): number;
   data(tensor: Tensor): TypedArray | undefined;
+  walkData(tensor: Tensor): TypedArray | undefined | typeof REJECTED_LEAF;
+  read(tensor: Tensor, into: TensorFields): void;
   arena(tensor: Tensor): ArenaMemory | undefined;
 }
 
 /** Filled in by `Tensor`'s static block (library-internal: not exported by mod.ts). */
 export const tensorInternals = {} as TensorInternals;
+
+/** What `tensorInternals.walkData` returns for a tensor the walk must refuse. */
+export const REJECTED_LEAF: unique symbol = Symbol("rejected leaf");
+
+/** A tensor's description, read at once (`tensorInternals.read`). */
+export interface TensorFields {
+  device: DeviceIndex;
+  dtype: DType;
+  shape: readonly number[];
+  byteLength: number;
+  arena: ArenaMemory | undefined;
+  storage: Storage | undefined;
+}
 
 /**
  * A tensor: `dtype`, `shape` and bytes on the CPU or a CUDA device.
@@ -67,7 +90,6 @@ export class Tensor {
   // from outside (a writable `dtype` would reinterpret its bytes).
   readonly #dtype: DType;
   readonly #shape: readonly number[];
-  readonly #device: string;
   readonly #byteLength: number;
   readonly #deviceIndex: DeviceIndex;
   #data: TypedArray | undefined;
@@ -88,7 +110,9 @@ export class Tensor {
     this.#dtype = dtype;
     this.#shape = shape;
     this.#deviceIndex = device;
-    this.#device = DEVICE_NAMES[device + 1] ??= deviceName(device);
+    // The name is made once per device (the getter reads it by index:
+    // no field per tensor, whose size every copy's outputs pay in GC).
+    DEVICE_NAMES[device + 1] ??= deviceName(device);
     if (typeof contents === "number") {
       this.#byteLength = contents;
     } else {
@@ -113,7 +137,7 @@ export class Tensor {
 
   /** `"cpu"` or `"cuda:N"`. */
   get device(): string {
-    return this.#device;
+    return DEVICE_NAMES[this.#deviceIndex + 1];
   }
 
   /** Payload size in bytes. */
@@ -124,6 +148,12 @@ export class Tensor {
   static {
     tensorInternals.create = (dtype, shape, device, contents) =>
       new Tensor(dtype, shape, device, contents);
+    tensorInternals.createBound = (dtype, shape, device, byteLength, storage, offset) => {
+      const tensor = new Tensor(dtype, shape, device, byteLength);
+      tensor.#storage = storage;
+      tensor.#offset = offset;
+      return tensor;
+    };
     tensorInternals.bind = (tensor, storage, offset) => {
       tensor.#storage = storage;
       tensor.#offset = offset;
@@ -167,6 +197,21 @@ export class Tensor {
         : tensor.#fixLength(data);
     };
     tensorInternals.arena = (tensor) => tensor.#arena;
+    tensorInternals.walkData = (tensor) => {
+      if (tensor.#disposed) return REJECTED_LEAF;
+      const data = tensor.#data;
+      if (data === undefined || data.byteLength === tensor.#byteLength) return data;
+      const fixed = tensor.#fixLength(data);
+      return fixed.byteLength === tensor.#byteLength ? fixed : REJECTED_LEAF;
+    };
+    tensorInternals.read = (tensor, into) => {
+      into.device = tensor.#deviceIndex;
+      into.dtype = tensor.#dtype;
+      into.shape = tensor.#shape;
+      into.byteLength = tensor.#byteLength;
+      into.arena = tensor.#arena;
+      into.storage = tensor.#storage;
+    };
   }
 
   /**

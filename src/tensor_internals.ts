@@ -10,7 +10,14 @@ import type { ArenaMemory } from "./arena_index.ts";
 import type { DeviceIndex } from "./device.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import type { Storage } from "./memory/storage.ts";
-import { type Tensor, tensorInternals as internals } from "./tensor.ts";
+import {
+  REJECTED_LEAF,
+  type Tensor,
+  type TensorFields,
+  tensorInternals as internals,
+} from "./tensor.ts";
+
+export { REJECTED_LEAF, type TensorFields };
 
 /**
  * Creates a tensor over `contents`: host data it wraps, or a byte length. A
@@ -48,6 +55,21 @@ export function vectorShape(length: number): readonly number[] {
   return shape;
 }
 
+/**
+ * Creates a tensor of `byteLength` bytes already bound to `offset` in
+ * `storage` (whose hold it takes over): an output placed by the walk.
+ */
+export function createBoundTensor(
+  dtype: DType,
+  shape: readonly number[],
+  device: DeviceIndex,
+  byteLength: number,
+  storage: Storage,
+  offset: number,
+): Tensor {
+  return internals.createBound(dtype, shape, device, byteLength, storage, offset);
+}
+
 /** Points a tensor at `offset` in `storage`, whose hold it takes over. */
 export function bindTensor(tensor: Tensor, storage: Storage, offset: number): void {
   internals.bind(tensor, storage, offset);
@@ -81,6 +103,20 @@ export function tensorStorage(tensor: Tensor): Storage | undefined {
 /** The address of a storage-backed tensor's first byte. */
 export function tensorAddress(tensor: Tensor): number {
   return internals.storage(tensor)!.address + internals.offset(tensor);
+}
+
+/**
+ * The host data of a tensor leaf as the walk reads it: as
+ * {@linkcode tensorData}, or {@linkcode REJECTED_LEAF} for a disposed
+ * tensor or one whose data no longer has its bytes (one call per leaf).
+ */
+export function tensorWalkData(tensor: Tensor): TypedArray | undefined | typeof REJECTED_LEAF {
+  return internals.walkData(tensor);
+}
+
+/** Reads a tensor's description into `into` (one call, where a leaf needs several fields). */
+export function readTensor(tensor: Tensor, into: TensorFields): void {
+  internals.read(tensor, into);
 }
 
 /** The host arena a CPU tensor's data lies in, if any (found when the tensor was made). */

@@ -22,7 +22,7 @@ Deno.test("disposeAll() leaves other values alone", () => {
 });
 
 Deno.test("disposeAll() reaches tensors nested deeper than the walk's depth limit", async () => {
-  const { MAX_DEPTH } = await import("../src/traverse.ts");
+  const { MAX_DEPTH } = await import("../src/walk/walk.ts");
   const tensor = Tensor.from(new Float32Array(1));
   let deep: unknown = [tensor];
   for (let i = 0; i < MAX_DEPTH + 10; i++) deep = { next: deep };
@@ -50,7 +50,8 @@ function tensorsIn(value: unknown): { reachable: Tensor[]; inside: Tensor[] } {
 }
 
 Deno.test("disposeAll() by a compiled plan disposes what the generic disposal does, whatever changed", async () => {
-  const { forgetPlans, walk, planStats } = await import("../src/traverse.ts");
+  const { walk } = await import("../src/walk/walk.ts");
+  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
   const { random } = await import("../examples/reference_batch.ts");
   const rand = random(11);
   const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
@@ -110,7 +111,8 @@ Deno.test("disposeAll() by a compiled plan disposes what the generic disposal do
 });
 
 Deno.test("disposeAll() by a compiled plan hands every value that changed kind to the generic disposal", async () => {
-  const { forgetPlans, walk } = await import("../src/traverse.ts");
+  const { walk } = await import("../src/walk/walk.ts");
+  const { forgetPlans } = await import("../src/walk/plan_cache.ts");
   const t = () => Tensor.from(new Float32Array(1));
   const template =
     () => [{ a: t(), b: [t(), t()], c: { d: t() } }, { a: t(), b: [t()], c: { d: t() } }];

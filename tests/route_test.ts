@@ -5,7 +5,7 @@ import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
 import { Route } from "../src/route.ts";
 import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
-import { walk } from "../src/traverse.ts";
+import { walk } from "../src/walk/walk.ts";
 
 const CUDA0 = 0;
 const CPU = -1;
@@ -175,4 +175,35 @@ Deno.test("a route groups device leaves by their device, in order, and holds eac
   assert.deepEqual([...peers.peerBySource()], [[0, [0, 2]], [1, [1]]]);
   assert.deepEqual(Array.from(peers.h2d.view()), [3]);
   peers.releaseLists();
+});
+
+Deno.test("packed CPU→CUDA outputs are created bound to the route's chunk storage at their planned offsets", () => {
+  const pool = addressPool();
+  const route = new Route(CUDA0, resolveOptions(undefined), () => Storage.pending(pool));
+  const [a, b, big] = walk(
+    [new Float32Array(3), new BigInt64Array(2), new Uint8Array(300 * 1024)],
+    route,
+  ) as Tensor[];
+  const chunk = route.chunkStorage!;
+  assert.deepEqual([...route.packer!.offsets.view()], [0, 16], "the 300 KB leaf is not packed");
+  // Attaching the chunk's block gives the packed outputs their memory, unbound ones none.
+  const block = pool.acquire(route.packer!.end);
+  chunk.attach(block, 2);
+  assert.equal(Number(Deno.UnsafePointer.value(a.ptr)), block.address);
+  assert.equal(Number(Deno.UnsafePointer.value(b.ptr)), block.address + 16);
+  assert.throws(() => big.ptr);
+  a.dispose();
+  b.dispose();
+  assert.equal(chunk.released, true);
+  assert.equal(pool.stats().inUseBytes, 0);
+  route.releaseLists();
+});
+
+Deno.test("a route to the CPU makes no chunk storage", () => {
+  const route = new Route(CPU, resolveOptions(undefined), () => {
+    throw new Error("not expected");
+  });
+  walk([new Float32Array(3), new Float32Array(3)], route);
+  assert.equal(route.chunkStorage, undefined);
+  route.releaseLists();
 });

@@ -12,6 +12,9 @@
 
 import type { Block, BlockPool } from "./block_pool.ts";
 
+/** The block of a pending storage (see `Storage.pending`). */
+const PENDING_BLOCK = { address: 0, size: 0 } as Block;
+
 interface Held {
   pool: BlockPool;
   block: Block;
@@ -23,21 +26,45 @@ const registry = new FinalizationRegistry<Held>((held) => {
 
 /** A pooled block with a count of the holds on it. */
 export class Storage {
-  readonly block: Block;
+  // Assigned once: at construction, or by `attach` for a pending storage.
+  #block: Block;
   readonly #pool: BlockPool;
   #refs: number;
 
   /** Takes ownership of `block` with `refs` initial holds. */
   constructor(pool: BlockPool, block: Block, refs: number) {
     this.#pool = pool;
-    this.block = block;
+    this.#block = block;
     this.#refs = refs;
-    registry.register(this, { pool, block }, this);
+    if (block !== PENDING_BLOCK) registry.register(this, { pool, block }, this);
+  }
+
+  /**
+   * A storage of `pool` whose block is not known yet: outputs are bound to
+   * it while the walk places them in a chunk, and {@linkcode Storage.attach}
+   * gives it the chunk's block once the walk is done. Until then it holds
+   * nothing, and releasing it does nothing.
+   */
+  static pending(pool: BlockPool): Storage {
+    return new Storage(pool, PENDING_BLOCK, 0);
+  }
+
+  /** Gives a pending storage its block and `refs` holds (its bound tensors). */
+  attach(block: Block, refs: number): void {
+    if (this.#block !== PENDING_BLOCK) throw new Error("Cannot attach a block to a bound storage");
+    this.#block = block;
+    this.#refs = refs;
+    registry.register(this, { pool: this.#pool, block }, this);
+  }
+
+  /** The block. */
+  get block(): Block {
+    return this.#block;
   }
 
   /** Address of the block's first byte. */
   get address(): number {
-    return this.block.address;
+    return this.#block.address;
   }
 
   /** Whether the block was returned to its pool. */
@@ -56,7 +83,7 @@ export class Storage {
     if (this.#refs === 0) return;
     if (--this.#refs === 0) {
       registry.unregister(this);
-      this.#pool.release(this.block);
+      this.#pool.release(this.#block);
     }
   }
 }

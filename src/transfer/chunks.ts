@@ -43,6 +43,8 @@ export interface PlacedChunk {
   plan: ChunkPlan;
   /** The block at `plan.base`. */
   block: Block;
+  /** Whether its outputs are bound already (created bound by the walk: see `Route.chunkStorage`). */
+  bound?: boolean;
 }
 
 /** What to place: positions `indices` of the route, on blocks of `pool`. */
@@ -62,7 +64,11 @@ export interface Placement {
 export function placeChunks(route: Route, { indices, pool, packer }: Placement): PlacedChunk[] {
   const blocks: Block[] = [];
   try {
-    let plans = sequentialChunk(packer, pool, blocks);
+    const pending = route.chunkStorage;
+    let plans = sequentialChunk(packer, pool, blocks, pending);
+    if (plans && pending !== undefined) {
+      return plans.map((plan) => ({ plan, block: blocks[0], bound: true }));
+    }
     if (!plans) {
       const bytes: number[] = [];
       const elements: number[] = [];
@@ -99,6 +105,7 @@ function sequentialChunk(
   packer: SequentialPacker | undefined,
   pool: BlockPool,
   blocks: Block[],
+  pending: Storage | undefined,
 ): ChunkPlan[] | undefined {
   if (!packer?.valid) return undefined;
   const members = packer.members;
@@ -109,6 +116,8 @@ function sequentialChunk(
     return undefined;
   }
   blocks.push(block);
+  // Outputs the walk bound to the pending storage get its block now.
+  if (pending !== undefined) pending.attach(block, members.length);
   return [{
     members,
     offsets: packer.offsets.view(),
@@ -116,6 +125,14 @@ function sequentialChunk(
     start: 0,
     end: packer.end,
   }];
+}
+
+/**
+ * The pending storage (see `Storage.pending`) of a CPU→CUDA route's packed
+ * chunk on device `target`: for `Route`, which takes no pool itself.
+ */
+export function pendingChunkStorage(target: number): Storage {
+  return Storage.pending(devicePool(target));
 }
 
 /**
@@ -131,7 +148,8 @@ export function bindChunks(
   chunks: readonly PlacedChunk[],
   { indices, pool }: { indices: ArrayLike<number>; pool: BlockPool },
 ): void {
-  for (const { plan, block } of chunks) {
+  for (const { plan, block, bound } of chunks) {
+    if (bound) continue;
     const storage = new Storage(pool, block, plan.members.length);
     for (let m = 0; m < plan.members.length; m++) {
       route.bind(indices[plan.members[m]], storage, plan.offsets[m]);

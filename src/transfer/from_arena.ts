@@ -185,7 +185,13 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
   const { indices, offsets, order, from, to, start } = run;
   const span = run.end - start;
   const block = pool.acquire(span);
-  const storage = new Storage(pool, block, to - from);
+  // The walk bound every arena leaf at its offset in the arena: one run of
+  // them all from the arena's start needs no binding (see `Route.arenaStorage`).
+  const pending = route.arenaStorage;
+  const bound = pending !== undefined && route.arenas.length === 1 && from === 0 &&
+    to === route.fromArena.length && start === 0;
+  const storage = bound ? pending : new Storage(pool, block, to - from);
+  if (bound) pending.attach(block, to - from);
   // Outputs are bound after the DMA is queued, in `finally` (bindChunks in chunks.ts says why).
   try {
     if (span > 0) {
@@ -198,7 +204,7 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
       submission.stats.copies++;
     }
   } finally {
-    for (let o = from; o < to; o++) {
+    for (let o = from; !bound && o < to; o++) {
       route.bind(indices[order[o]], storage, offsets[order[o]] - start);
     }
   }

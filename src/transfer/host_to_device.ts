@@ -6,12 +6,8 @@
  */
 
 import { copyAsync, copyFromBuffer } from "../../ffi/native.ts";
-import {
-  builtinClassOf,
-  type TypedArray,
-  type TypedArrayConstructor,
-  typedArrayNameOf,
-} from "../dtype.ts";
+import { ARRAY_CLASSES, arrayCodeOf, CODE_BYTES, CODE_SHIFT, NO_CODE } from "../array_code.ts";
+import { builtinClassOf, type TypedArray, type TypedArrayConstructor } from "../dtype.ts";
 import type { Block } from "../memory/block_pool.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
@@ -28,7 +24,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
   const { target, options, outputs } = route;
   const h2d = route.h2d.view();
   const pool = devicePool(target);
-  const packed = new Uint8Array(h2d.length);
+  const packed = packedFlags(h2d.length);
   let packedCount = 0;
   submission.involve(target);
   if (options.packCpuTensors) {
@@ -87,7 +83,9 @@ export function hostToDevice(route: Route, submission: Submission): void {
 /**
  * Packs the members of `plan` (positions in `h2d`) into `stage`, or into
  * the pageable scratch buffer without one, by one `set` per member, and
- * marks them in `packed`.
+ * marks them in `packed`. The bytes and class of each come from the
+ * route's columns, filled in by the walk (the class code picks a view of
+ * the chunk of that class, so that the bytes are copied unchanged).
  */
 function packBySet(
   route: Route,
@@ -97,32 +95,26 @@ function packBySet(
   packed: Uint8Array,
 ): void {
   const { members, offsets, start, end } = plan;
-  // One view of the chunk per element type, found by the array's internal
-  // type name (never its `constructor`, so that a view of the same element
-  // type copies the bytes unchanged): the last one first, then a scan of
-  // the few seen in this chunk. (Map lookups per type change, ~1000 per
-  // reference batch, showed in profiles.)
-  let lastType: string | undefined;
-  let view: TypedArray | undefined;
-  let elementBytes = 1;
-  typeNames.length = typeViews.length = 0;
+  const { hostData } = route;
+  const codes = route.codes.data;
+  const views = chunkViews;
+  views.fill(undefined);
   for (let m = 0; m < members.length; m++) {
     const k = members[m];
     packed[k] = 1;
-    const src = route.hostBytes(h2d[k]);
-    const type = typedArrayNameOf(src)!;
-    if (type !== lastType) {
-      lastType = type;
-      let t = typeNames.indexOf(type);
-      if (t < 0) {
-        const cls = builtinClassOf(src);
-        t = typeNames.push(type) - 1;
-        typeViews.push(stage ? pinnedView(stage, cls) : pageableView(end - start, cls));
-      }
-      view = typeViews[t];
-      elementBytes = view.BYTES_PER_ELEMENT;
+    const i = h2d[k];
+    let code = codes[k];
+    let src = hostData[i];
+    if (code === NO_CODE || src === undefined) {
+      src = route.hostBytes(i);
+      code = arrayCodeOf(src);
     }
-    view!.set(src as never, (offsets[m] - start) / elementBytes);
+    const view = views[code] ??= stage
+      ? pinnedView(stage, ARRAY_CLASSES[code])
+      : pageableView(end - start, ARRAY_CLASSES[code]);
+    // The element index as a small integer (a shift, not a division into a double).
+    const at = offsets[m] - start;
+    view.set(src as never, at < 2 ** 31 ? at >> CODE_SHIFT[code] : at / CODE_BYTES[code]);
   }
 }
 
@@ -136,9 +128,22 @@ function isResizable(view: TypedArray): boolean {
   return buffer.resizable === true || buffer.growable === true;
 }
 
-// The packing loop's views by element type (reused: no arrays per chunk).
-const typeNames: string[] = [];
-const typeViews: TypedArray[] = [];
+let packedScratch = new Uint8Array(1024);
+
+/**
+ * Zeroed flags for `n` leaves (at least `n`: the first `n` count), reused (a TypedArray made per copy cost a
+ * one-leaf copy ~4 % of its time): read only within `hostToDevice`.
+ */
+function packedFlags(n: number): Uint8Array {
+  if (packedScratch.length < n) {
+    packedScratch = new Uint8Array(Math.max(n, 2 * packedScratch.length));
+  }
+  packedScratch.fill(0, 0, n);
+  return packedScratch;
+}
+
+// The packing loop's views of one chunk by class code (reused: no arrays per chunk).
+const chunkViews: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
 
 let pageableScratch = new ArrayBuffer(0);
 const pageableViews = new Map<unknown, TypedArray>();

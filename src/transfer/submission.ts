@@ -58,7 +58,8 @@ export class Submission {
   readonly #retained: Storage[] = [];
   readonly #fences: DeviceEvent[] = [];
   readonly #events: DeviceEvent[] = [];
-  readonly #devices = new Set<number>();
+  // The devices involved, few (a list: a Set per copy cost more than its lookups).
+  readonly #devices: number[] = [];
   readonly #arenas: ArenaMemory[] = [];
   #background: BackgroundRange[] | undefined;
   // Whether the inputs were held before the copy waited for memory.
@@ -109,7 +110,7 @@ export class Submission {
 
   /** Notes that the copy queues work on `device` (it gets a completion event). */
   involve(device: number): void {
-    this.#devices.add(device);
+    if (!this.#devices.includes(device)) this.#devices.push(device);
   }
 
   /** A pinned block of at least `bytes`, released when the copy settles. */
@@ -163,7 +164,7 @@ export class Submission {
     }
     const target = this.#route.target;
     let submitted: Promise<void> | undefined;
-    if (this.#devices.has(target)) {
+    if (this.#devices.includes(target)) {
       const event = acquireEvent(target);
       this.#events.push({ device: target, event });
       if (this.#background) {

@@ -26,3 +26,22 @@ Deno.test("a released Storage cannot be held again", () => {
   storage.release();
   assert.throws(() => storage.retain(), /Cannot retain a released storage/);
 });
+
+Deno.test("a pending Storage holds nothing until attached, then holds its block for each bound tensor", () => {
+  const blocks = pool();
+  const storage = Storage.pending(blocks);
+  assert.equal(storage.released, true, "no holds before attach");
+  storage.release();
+  assert.equal(blocks.stats().inUseBytes, 0);
+  const block = blocks.acquire(256);
+  storage.attach(block, 2);
+  assert.equal(storage.block, block);
+  assert.equal(storage.address, block.address);
+  const refused = blocks.acquire(64);
+  assert.throws(() => storage.attach(refused, 1), /Cannot attach a block to a bound storage/);
+  storage.release();
+  assert.equal(storage.released, false);
+  storage.release();
+  assert.equal(storage.released, true);
+  assert.equal(blocks.stats().inUseBytes, refused.size, "only the refused block is still out");
+});

@@ -3,7 +3,7 @@ import { BlockPool } from "../../src/memory/block_pool.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
 import { resolveOptions, type StartCopyOptions } from "../../src/options.ts";
 import { Route } from "../../src/route.ts";
-import { walk } from "../../src/traverse.ts";
+import { walk } from "../../src/walk/walk.ts";
 import {
   CHUNK_BASE_ALIGNMENT,
   GATHER_ENTRY_BYTES,
@@ -110,5 +110,51 @@ Deno.test("placeChunks() gives the blocks it took back when a later chunk's allo
     /out of memory/,
   );
   assert.equal(failing.stats().inUseBytes, 0);
+  route.releaseLists();
+});
+
+Deno.test("placeChunks() gives the walk's chunk its block, so the outputs created bound need no binding", async () => {
+  const { Storage } = await import("../../src/memory/storage.ts");
+  const { bindChunks } = await import("../../src/transfer/chunks.ts");
+  const { pool: blocks } = pool();
+  const route = new Route(0, resolveOptions(undefined), () => Storage.pending(blocks));
+  const outputs = walk([new Float32Array(3), new Uint8Array(5)], route) as {
+    ptr: Deno.PointerValue;
+  }[];
+  const chunks = placeChunks(route, {
+    indices: route.h2d.view(),
+    pool: blocks,
+    packer: route.packer,
+  });
+  assert.equal(chunks.length, 1);
+  assert.equal(chunks[0].bound, true);
+  assert.equal(route.chunkStorage!.block, chunks[0].block);
+  bindChunks(route, chunks, { indices: route.h2d.view(), pool: blocks }); // binds nothing
+  const at = (i: number) => Number(Deno.UnsafePointer.value(outputs[i].ptr));
+  assert.deepEqual([at(0), at(1)], [chunks[0].block.address, chunks[0].block.address + 16]);
+  route.releaseLists();
+});
+
+Deno.test("placeChunks() leaves the walk's chunk pending when it plans again, and the outputs are bound afresh", async () => {
+  const { Storage } = await import("../../src/memory/storage.ts");
+  const { bindChunks } = await import("../../src/transfer/chunks.ts");
+  const { pool: blocks } = pool(8);
+  const route = new Route(0, resolveOptions(undefined), () => Storage.pending(blocks));
+  const outputs = walk([new Float32Array(3), new Uint8Array(5)], route) as {
+    ptr: Deno.PointerValue;
+  }[];
+  const chunks = placeChunks(route, {
+    indices: route.h2d.view(),
+    pool: blocks,
+    packer: route.packer,
+  });
+  assert.ok(chunks.every((chunk) => !chunk.bound));
+  assert.equal(route.chunkStorage!.released, true, "never attached");
+  bindChunks(route, chunks, { indices: route.h2d.view(), pool: blocks });
+  const first = chunks[0];
+  assert.equal(
+    Number(Deno.UnsafePointer.value(outputs[first.plan.members[0]].ptr)),
+    first.plan.base + first.plan.offsets[0],
+  );
   route.releaseLists();
 });

@@ -120,6 +120,29 @@ export function shapeOf(
   return made;
 }
 
+/** Depths with a remembered shape (deeper objects look theirs up by keys). */
+export const SHAPE_DEPTHS = 64;
+const lastShapes: (Shape | undefined)[] = new Array(SHAPE_DEPTHS);
+
+/**
+ * The compiled copy for a plain object with `names` at `depth` (below
+ * {@linkcode SHAPE_DEPTHS}): objects at one depth of a batch mostly share
+ * their keys, so the last shape seen there is tried first (a few pointer
+ * comparisons). `onError` as for {@linkcode shapeOf}.
+ */
+export function shapeAt(
+  depth: number,
+  names: string[],
+  nullPrototype: boolean,
+  onError: (error: unknown, key: string) => never,
+): Shape | undefined {
+  const last = lastShapes[depth];
+  if (last !== undefined && sameKeys(names, nullPrototype, last)) return last;
+  const shape = shapeOf(names, nullPrototype, onError);
+  if (shape !== undefined) lastShapes[depth] = shape;
+  return shape;
+}
+
 /** Whether `keys` are exactly the shape's keys (interned strings: cheap). */
 export function sameKeys(keys: readonly string[], nullPrototype: boolean, shape: Shape): boolean {
   if (shape.nullPrototype !== nullPrototype) return false;
@@ -141,6 +164,7 @@ export function shapeStats(): { compiled: number; sourceChars: number } {
 export function forgetShapes(): void {
   for (const map of byKeys) map.clear();
   for (const set of seenOnce) set.clear();
+  lastShapes.fill(undefined);
   compiled = sourceChars = seenOnceChars = 0;
 }
 

@@ -5,23 +5,23 @@
  *
  * `deno task test` runs a fixed seed; for more, set `MTC_DIFF_TRIALS` (and
  * `MTC_DIFF_SEED`), e.g. `MTC_DIFF_TRIALS=100000 deno test --allow-env
- * --allow-read --allow-ffi tests/walk_differential_test.ts`.
+ * --allow-read --allow-ffi tests/walk/differential_test.ts`.
  *
  * @module
  */
 
 import assert from "node:assert/strict";
-import { disposeAll, startCopy, Tensor } from "../mod.ts";
-import { random } from "../examples/reference_batch.ts";
-import { isTypedArray } from "../src/dtype.ts";
+import { disposeAll, startCopy, Tensor } from "../../mod.ts";
+import { random } from "../../examples/reference_batch.ts";
+import { isTypedArray } from "../../src/dtype.ts";
 import {
   forgetPlans,
   planStats,
   resetCompiledWalks,
   useCompiledWalks,
-  walk,
-} from "../src/traverse.ts";
-import { shapeStats } from "../src/object_shapes.ts";
+} from "../../src/walk/plan_cache.ts";
+import { walk } from "../../src/walk/walk.ts";
+import { shapeStats } from "../../src/walk/object_shapes.ts";
 
 const TRIALS = Number(Deno.env.get("MTC_DIFF_TRIALS") ?? 2000);
 const SEED = Number(Deno.env.get("MTC_DIFF_SEED") ?? 1);

@@ -1,13 +1,13 @@
 import assert from "node:assert/strict";
-import { startCopy, Tensor } from "../mod.ts";
+import { startCopy, Tensor } from "../../mod.ts";
 import {
   MAX_SHAPE_KEY_LENGTH,
   MAX_SHAPE_KEYS,
   sameKeys,
   shapeOf,
   shapeStats,
-} from "../src/object_shapes.ts";
-import { walk } from "../src/traverse.ts";
+} from "../../src/walk/object_shapes.ts";
+import { walk } from "../../src/walk/walk.ts";
 
 const rethrow = (error: unknown): never => {
   throw error;

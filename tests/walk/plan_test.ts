@@ -1,16 +1,13 @@
 import assert from "node:assert/strict";
-import { forgetPlans, MAX_DEPTH, planStats, visitByKeys, walk } from "../src/traverse.ts";
-import {
-  MAX_PLAN_DEPTH,
-  MAX_PLAN_SIZE,
-  MAX_PLAN_SOURCE,
-  planCodeStats,
-  planOf,
-} from "../src/walk_plan.ts";
-import { Tensor } from "../src/tensor.ts";
-import { disposeAll } from "../src/dispose.ts";
-import { createBatchMetaData, random } from "../examples/reference_batch.ts";
-import { countingCompiles, sparseArray } from "./_helpers.ts";
+import { forgetPlans, planStats } from "../../src/walk/plan_cache.ts";
+import { visitByKeys } from "../../src/walk/containers.ts";
+import { MAX_DEPTH, walk } from "../../src/walk/walk.ts";
+import { planCodeStats } from "../../src/walk/plan_compiler.ts";
+import { MAX_PLAN_DEPTH, MAX_PLAN_SIZE, MAX_PLAN_SOURCE, planOf } from "../../src/walk/plan.ts";
+import { Tensor } from "../../src/tensor.ts";
+import { disposeAll } from "../../src/dispose.ts";
+import { createBatchMetaData, random } from "../../examples/reference_batch.ts";
+import { countingCompiles, sparseArray } from "../_helpers.ts";
 
 /** One stand-in tensor per TypedArray leaf, the same in every walk (as a copy's outputs are tensors). */
 const standIns = new WeakMap<object, Tensor>();

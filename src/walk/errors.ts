@@ -44,3 +44,33 @@ export function pathKey(key: unknown): string | number {
     return Object.prototype.toString.call(key);
   }
 }
+
+/** A compiled copy's error path: puts the key the failing child was under on it, and rethrows. */
+export function rethrowUnder(error: unknown, key: string): never {
+  if (error instanceof WalkError) error.path.unshift(pathKey(key));
+  throw error;
+}
+
+/** The walk's rejections, each a {@linkcode WalkError} whose message names the path. */
+export const rejected = {
+  disposed: (): WalkError =>
+    new WalkError((path) => new Error(`Cannot copy a disposed tensor at ${path}`)),
+  shrunk: (): WalkError =>
+    new WalkError((path) =>
+      new TypeError(
+        `Cannot copy a tensor whose buffer was detached or shrunk after Tensor.from() at ${path}`,
+      )
+    ),
+  detached: (): WalkError =>
+    new WalkError((path) => new TypeError(`Cannot copy a detached ArrayBuffer at ${path}`)),
+  outOfBounds: (): WalkError =>
+    new WalkError((path) =>
+      new TypeError(`Cannot copy a view that no longer fits its resized ArrayBuffer at ${path}`)
+    ),
+  cyclic: (): WalkError =>
+    new WalkError((path) => new TypeError(`Cannot copy a cyclic structure at ${path}`)),
+  tooDeep: (max: number): WalkError =>
+    new WalkError((path) =>
+      new RangeError(`Cannot copy a structure nested deeper than ${max} containers at ${path}`)
+    ),
+};

@@ -1,7 +1,8 @@
 import assert from "node:assert/strict";
-import { collectLeaves, MAX_DEPTH, walk } from "../src/traverse.ts";
-import { Tensor } from "../src/tensor.ts";
-import { sparseArray } from "./_helpers.ts";
+import { collectLeaves } from "../../src/walk/leaf_sink.ts";
+import { MAX_DEPTH, walk } from "../../src/walk/walk.ts";
+import { Tensor } from "../../src/tensor.ts";
+import { sparseArray } from "../_helpers.ts";
 
 Deno.test("walk() collects TypedArray and Tensor leaves depth-first", () => {
   const a = new Float32Array(1);

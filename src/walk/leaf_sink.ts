@@ -1,0 +1,32 @@
+/**
+ * What a walk hands its leaves to: the sink's `add` makes what stands in
+ * each leaf's place in the output.
+ *
+ * @module
+ */
+
+import type { TypedArray } from "../dtype.ts";
+import type { Tensor } from "../tensor.ts";
+import { walk } from "./walk.ts";
+
+/** A tensor leaf of the input. */
+export type Leaf = TypedArray | Tensor;
+
+/** Receives the leaves of a walk; what `add` returns takes the leaf's place. */
+export interface LeafSink {
+  /**
+   * Called for each tensor leaf, in walk order, with the leaf's host bytes
+   * where the walk read them (a TypedArray leaf itself, the array a CPU
+   * `Tensor` wraps; undefined for tensors in pooled memory).
+   */
+  add(leaf: Leaf, data: TypedArray | undefined): unknown;
+  /** Called once after the last leaf of a walk that completed. */
+  end?(): void;
+}
+
+/** The tensor leaves of `root` in walk order (validated as by {@linkcode walk}). */
+export function collectLeaves(root: unknown): Leaf[] {
+  const leaves: Leaf[] = [];
+  walk(root, { add: (leaf) => leaves.push(leaf) });
+  return leaves;
+}
