@@ -8,10 +8,10 @@ import { deviceName } from "../device.ts";
 import type { BlockPoolStats } from "./block_pool.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
 import { devicesWithProcessMemory } from "./process_cache.ts";
-import { stagingMemory } from "../staging/background.ts";
 import { arenaMemory } from "./host_arena.ts";
 import { type MemoryLimits, memoryLimits } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
+import { stagerMemory } from "./stager_pool.ts";
 
 /** One pool's figures, in bytes and counts. */
 export interface PoolMemoryStats {
@@ -122,7 +122,7 @@ export function memoryStats(): MemoryStats {
     devices[deviceName(index)] = poolMemoryStats(devicePool(index).stats());
   }
   const arenas = arenaMemory();
-  const staging = stagingMemory();
+  const staging = stagerMemory();
   return {
     pinned: poolMemoryStats(pinnedPool.stats()),
     devices,
