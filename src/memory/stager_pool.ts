@@ -27,12 +27,16 @@ export const SLOTS = 4;
  * for `stageBufferOffThread`.
  *
  * @example
- * ```ts ignore
- * const stager = takeStager(0);
- * try {
- *   // one staging call on it
- * } finally {
- *   giveStager(stager);
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { deviceCount } from "@mtc/core";
+ * if (deviceCount() > 0) {
+ *   const stager = takeStager(0);
+ *   try {
+ *     assert.ok(stagerMemory().stagers >= 1); // one staging call on it here
+ *   } finally {
+ *     giveStager(stager);
+ *   }
  * }
  * ```
  */
@@ -45,8 +49,13 @@ export function takeStager(device: number): number {
  * goes back after the idle-release time, as the pools' blocks do.
  *
  * @example
- * ```ts ignore
- * giveStager(takeStager(0));
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { deviceCount } from "@mtc/core";
+ * if (deviceCount() > 0) {
+ *   giveStager(takeStager(0));
+ *   assert.ok(releaseIdleStagers() >= SLOTS * SLOT_BYTES); // it was idle
+ * }
  * ```
  */
 export function giveStager(stager: number): void {
