@@ -19,6 +19,11 @@
  * @module
  */
 
+// The idle release and the exit release, installed once per isolate, here:
+// every isolate that uses the library imports this module first
+// (src/lifecycle.ts says why at import).
+import "./src/lifecycle.ts";
+
 export { startCopy } from "./src/start_copy.ts";
 export { prefetch } from "./src/prefetch.ts";
 export type { PrefetchOptions } from "./src/prefetch.ts";

@@ -2,7 +2,8 @@
 # The native boundary is isolated: only ffi/ touches Deno's unsafe FFI API,
 # only ffi/native.ts and ffi/test_aids.ts read the symbol table (and
 # ffi/library.ts, which opens it), only native/ holds C or CUDA. The product
-# shim exports exactly the symbols of ffi/symbols.ts.
+# shim exports exactly the symbols of ffi/symbols.ts. ffi/ never imports
+# src/, and src/memory/ never imports src/staging/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -33,6 +34,17 @@ fi
 if grep -nE 'from "(\./|\.\./)(memory|staging)/' src/start_copy.ts src/route.ts src/walk/*.ts src/pack_plan.ts |
   grep -v 'import type'; then
   echo "boundary: start_copy.ts, route.ts, walk/ and pack_plan.ts take no pool or Worker (types only)" >&2
+  fail=1
+fi
+# Imports point down the layers: ffi/ is below every room of src/, and
+# memory/ (the pools and caches, the stager pool among them) is below
+# staging/ (which fills pinned memory).
+if grep -rnE '(from|import\() *"(\.\./)+src/' ffi/; then
+  echo "boundary: the lines above import src/ from ffi/; ffi/ never imports src/ (pass addresses, or move the code to src/ or tests/)" >&2
+  fail=1
+fi
+if grep -rnE '(from|import\() *"(\.\./)+staging/' src/memory/; then
+  echo "boundary: the lines above import staging/ from memory/; memory/ never imports staging/ (staging/ builds on memory/)" >&2
   fail=1
 fi
 

@@ -48,7 +48,7 @@ import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memor
 import { devicePool } from "../src/memory/device_memory.ts";
 import { acquireEvent, releaseEvent } from "../src/memory/event_pool.ts";
 import type { TypedArrayConstructor } from "../src/dtype.ts";
-import { releaseIdleStagers } from "../src/staging/background.ts";
+import { releaseIdleStagers } from "../src/memory/stager_pool.ts";
 
 if (deviceCount() === 0) {
   console.log("No CUDA device: the GPU benchmark needs one.");

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "73b89d6220ad5cb91d615bb46e4b0922f70ac82330062219fa9ee109209830b5";
+export const SHIM_SOURCE_HASH = "ec32baa82e6307196c7fd0aed78ecf769be599b33e3a4bd60d8e596e28420e6f";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 145512,
-    sha256: "c0900eb9af5e9277e886796bed46e6d517d3e3dac582cb7d8cfa438662e57269",
+    sha256: "88c4acca5d12543bb75227b2fd6e74b5ed7b39df515b986d0fe73f790bde853a",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198704,
-    sha256: "98be33406ed94190723a1cb6e82e53dbdb80fb3ee894534708583b412b2db44a",
+    sha256: "6033302d7d5e2d3ae23484733bf42e6069478a09a2c93a72ff6a089b7468b8fc",
   },
 };

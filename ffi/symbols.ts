@@ -73,7 +73,7 @@ export const symbols = {
     nonblocking: true,
   },
   // int32_t mtc_copy_peer(int32_t dst_device, addr_t dst, int32_t src_device, addr_t src, double bytes,
-  //                       addr_t fence_a, addr_t fence_b)
+  //                       addr_t before_copy, addr_t after_copy)
   mtc_copy_peer: {
     parameters: ["i32", "f64", "i32", "f64", "f64", "f64", "f64"],
     result: "i32",

@@ -10,12 +10,7 @@
  */
 
 import { openTestAids } from "./library.ts";
-import type { Tensor } from "../src/tensor.ts";
 import { cudaError } from "./native.ts";
-
-function addressOf(tensor: Tensor): number {
-  return tensor.ptr === null ? 0 : Number(Deno.UnsafePointer.value(tensor.ptr));
-}
 
 const library = openTestAids();
 
@@ -127,16 +122,18 @@ export const testAids = library && {
   },
 
   /**
-   * Adds the float32 values of CUDA tensor `src` into element `index` of
-   * float32 CUDA tensor `dst` (a kernel on the library stream of their
-   * device, ordered after the copies queued there): device code that
-   * consumes a copied batch, for examples/training_loop.ts.
+   * Adds the `count` float32 values at device address `src` into the float32
+   * at device address `dst` (a kernel on the library stream of `device`,
+   * ordered after the copies queued there): device code that consumes a
+   * copied batch. Addresses, not tensors: ffi/ does not import src/ (a
+   * tensor's address is `addressOf` of tests/gpu/_helpers.ts).
    */
-  sumF32({ src, dst, index }: { src: Tensor; dst: Tensor; index: number }): void {
-    const device = Number(src.device.slice("cuda:".length));
+  sumF32(
+    { device, src, count, dst }: { device: number; src: number; count: number; dst: number },
+  ): void {
     check(
-      library.symbols.mtc_sum_f32(device, addressOf(src), src.numel, addressOf(dst) + 4 * index),
-      `sum ${src.numel} floats on ${src.device}`,
+      library.symbols.mtc_sum_f32(device, src, count, dst),
+      `sum ${count} floats on cuda:${device}`,
     );
   },
 

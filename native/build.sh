@@ -22,7 +22,7 @@ root=$(dirname "$here")
 mode=${1:-all}
 
 # The product's sources, in a fixed order; their hash names the build.
-sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c copy_pieces.c streams.c modules.c process_cache.c generated/gather_fatbin.h build.sh)
+sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c stager.h stager.c copy_pieces.c streams.c modules.c process_cache.c generated/gather_fatbin.h build.sh)
 source_hash=$(cd "$here" && for f in "${sources[@]}"; do echo "== $f"; cat "$f"; done | sha256sum | cut -d' ' -f1)
 
 # os-arch as Deno.build names them, and the C compiler for each.
@@ -54,7 +54,7 @@ compile() {
   "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
     -ffile-prefix-map="$root/=" -Wl,--build-id=none -Wl,-z,defs -Wl,-z,nodelete -s \
     -DMTC_SOURCE_HASH="\"$source_hash\"" "$@" \
-    -o "$out.tmp" "$here/mtc.c" "$here/driver.c" "$here/copy_pieces.c" "$here/streams.c" "$here/modules.c" "$here/process_cache.c" \
+    -o "$out.tmp" "$here/mtc.c" "$here/stager.c" "$here/driver.c" "$here/copy_pieces.c" "$here/streams.c" "$here/modules.c" "$here/process_cache.c" \
     -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
   mv "$out.tmp" "$out"
 }

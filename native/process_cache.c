@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "shim.h"
+#include "stager.h"
 
 // Exports of mtc.c this file builds on.
 int32_t mtc_host_free(addr_t p);
@@ -55,9 +56,6 @@ int32_t mtc_device_free(int32_t device, addr_t p);
 int32_t mtc_device_release_unused(int32_t device);
 int32_t mtc_event_create(int32_t device, double *out);
 int32_t mtc_stream_synchronize(int32_t device);
-int32_t mtc_stager_create(int32_t device, int32_t slots, double slot_bytes, double *out);
-int32_t mtc_stager_stop(addr_t stager, double timeout_ms);
-int32_t mtc_stager_destroy(addr_t stager);
 
 // Kinds of memory: 0 is pinned host memory, 1 + d the memory of device d.
 // JavaScript names them -1 (pinned) and d.

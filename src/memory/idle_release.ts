@@ -7,7 +7,8 @@
  * caches (blocks of every kind, background stagers: the shim ages them) is
  * freed too. One timer at most, started by a release and unref'd, so it
  * never keeps a process alive; a training loop that copies every few
- * milliseconds frees nothing.
+ * milliseconds frees nothing. Installed by src/lifecycle.ts
+ * ({@linkcode installIdleRelease}).
  *
  * @module
  */
@@ -57,8 +58,30 @@ function releaseIdle(): void {
   if (next < Infinity) arm(next);
 }
 
-onMemoryReleased(schedule);
-onLimitsChanged(() => {
+let installed = false;
+
+/**
+ * Installs the idle release (once per isolate; later calls do nothing): a
+ * release of pooled memory arms the timer, and a change of the limits
+ * re-arms it and frees idle memory above a lowered limit. Called from
+ * src/lifecycle.ts, the one place the library's lifecycle hooks are
+ * installed.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * installIdleRelease();
+ * assert.equal(installIdleRelease(), undefined); // a second call adds nothing
+ * ```
+ */
+export function installIdleRelease(): void {
+  if (installed) return;
+  installed = true;
+  onMemoryReleased(schedule);
+  onLimitsChanged(limitsChanged);
+}
+
+function limitsChanged(): void {
   if (timer !== undefined) clearTimeout(timer);
   timer = undefined;
   // A lower limit frees idle memory above it now.
@@ -69,4 +92,4 @@ onLimitsChanged(() => {
     if (pool.reservedBytes > deviceBytes) pool.trim();
   }
   schedule();
-});
+}

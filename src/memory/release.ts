@@ -8,8 +8,6 @@ import { devicePoolIndices, trimDevicePool } from "./device_memory.ts";
 import { releaseIdleEvents } from "./event_pool.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 import { requestFlush, trimProcessCaches } from "./process_cache.ts";
-// Idle memory also goes back on its own, after the idle-release time.
-import "./idle_release.ts";
 
 /**
  * Frees the idle pinned and device memory the pools cache, and the pinned

@@ -8,10 +8,10 @@ import { deviceName } from "../device.ts";
 import type { BlockPoolStats } from "./block_pool.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
 import { devicesWithProcessMemory } from "./process_cache.ts";
-import { stagingMemory } from "../staging/background.ts";
 import { arenaMemory } from "./host_arena.ts";
 import { type MemoryLimits, memoryLimits } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
+import { stagerMemory } from "./stager_pool.ts";
 
 /** One pool's figures, in bytes and counts. */
 export interface PoolMemoryStats {
@@ -66,7 +66,20 @@ export interface MemoryStats {
   limits: MemoryLimits;
 }
 
-function figures(stats: BlockPoolStats): PoolMemoryStats {
+/**
+ * One pool's figures as {@linkcode memoryStats} reports them, from the
+ * pool's counters: what is cached is what is held and not in use.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { BlockPool } from "./block_pool.ts";
+ * const pool = new BlockPool({ alloc: (bytes) => bytes, free() {} });
+ * pool.release(pool.acquire(8192));
+ * assert.equal(poolMemoryStats(pool.stats()).cachedBytes, 8192);
+ * ```
+ */
+export function poolMemoryStats(stats: BlockPoolStats): PoolMemoryStats {
   return {
     reservedBytes: stats.reservedBytes,
     inUseBytes: stats.inUseBytes,
@@ -106,12 +119,12 @@ export function memoryStats(): MemoryStats {
   const devices: Record<string, PoolMemoryStats> = {};
   const indices = new Set([...devicePoolIndices(), ...devicesWithProcessMemory()]);
   for (const index of [...indices].sort((a, b) => a - b)) {
-    devices[deviceName(index)] = figures(devicePool(index).stats());
+    devices[deviceName(index)] = poolMemoryStats(devicePool(index).stats());
   }
   const arenas = arenaMemory();
-  const staging = stagingMemory();
+  const staging = stagerMemory();
   return {
-    pinned: figures(pinnedPool.stats()),
+    pinned: poolMemoryStats(pinnedPool.stats()),
     devices,
     outsidePools: {
       arenas: arenas.arenas,

@@ -5,7 +5,8 @@
  *
  * Each job (up to {@linkcode JOB_BYTES} of one tensor) is one nonblocking
  * FFI call, `mtc_stage_buffer`, which runs on Deno's blocking thread pool:
- * it copies the job's bytes into the pinned slots of a stager and queues
+ * it copies the job's bytes into the pinned slots of a stager (lent by
+ * `memory/stager_pool.ts`) and queues
  * each slot's DMA, waiting for a slot's previous DMA before reusing it. Up
  * to {@linkcode stagingConcurrency} jobs run at once, each with its own
  * stager.
@@ -22,17 +23,9 @@
  */
 
 import { grantedEnv } from "../env.ts";
-import {
-  cudaError,
-  MTC_E_BAD_ARGUMENT,
-  stageBufferOffThread,
-  stagerGive,
-  stagersTrim,
-  stagerTake,
-} from "../../ffi/native.ts";
+import { cudaError, MTC_E_BAD_ARGUMENT, stageBufferOffThread } from "../../ffi/native.ts";
 import type { TypedArray } from "../dtype.ts";
-import { processStagers } from "../memory/process_cache.ts";
-import { memoryReleased } from "../memory/released.ts";
+import { giveStager, SLOT_BYTES, SLOTS, takeStager } from "../memory/stager_pool.ts";
 
 /**
  * Unpacked CPU tensors at least this large are staged in the background
@@ -49,12 +42,6 @@ import { memoryReleased } from "../memory/released.ts";
  * ```
  */
 export const BACKGROUND_MIN_BYTES = 1024 * 1024;
-
-/** Bytes per pinned slot of a stager. */
-export const SLOT_BYTES = 2 * 1024 * 1024;
-
-/** Pinned slots per stager. */
-export const SLOTS = 4;
 
 /** The most bytes one job stages: a stager's slots, once round. */
 export const JOB_BYTES = SLOTS * SLOT_BYTES;
@@ -86,30 +73,6 @@ export interface BackgroundRange {
   /** The source: the tensor's own TypedArray (not a raw address). */
   src: TypedArray;
   bytes: number;
-}
-
-// Stagers are the process's (native/process_cache.c): an idle one is reused
-// by any isolate, and those an isolate holds when it ends are stopped and
-// freed, so a Worker that ends strands none; the shim ages the idle ones for
-// the idle release.
-function takeStager(device: number): number {
-  return stagerTake(device, SLOTS, SLOT_BYTES);
-}
-
-/**
- * The background stagers of the process (every isolate's, busy or idle)
- * and their pinned bytes (each has {@linkcode SLOTS} slots of
- * {@linkcode SLOT_BYTES}; outside the pools).
- */
-export function stagingMemory(): { stagers: number; bytes: number } {
-  const { stagers, bytes } = processStagers();
-  return { stagers, bytes };
-}
-
-function returnStager(stager: number): void {
-  stagerGive(stager);
-  // Idle stagers go back after the idle-release time, as the pools' blocks do.
-  memoryReleased();
 }
 
 /**
@@ -153,7 +116,7 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
           failure ??= cudaError(status, `stage ${bytes} bytes to cuda:${device}`);
         }
       } finally {
-        returnStager(stager);
+        giveStager(stager);
       }
     }
   };
@@ -162,13 +125,4 @@ export async function stageInBackground(ranges: readonly BackgroundRange[]): Pro
   const others = Promise.resolve().then(() => Promise.all(Array.from({ length: lanes - 1 }, lane)));
   await Promise.all([first, others]);
   if (failure !== undefined) throw failure;
-}
-
-/**
- * Frees the pinned memory of the idle stagers, every isolate's (a later
- * large copy creates them again); returns the bytes freed. Stagers busy with
- * a copy stay.
- */
-export function releaseIdleStagers(): number {
-  return processStagers().stagers > 0 ? stagersTrim(0).freed : 0;
 }

@@ -91,8 +91,17 @@ for (let i = 0; i < 200; i++) copyPieces(table, 256, 16);`;
   }
 });
 
-Deno.test("copyPieces of no pieces does nothing", () => {
-  copyPieces(new Float64Array(0), 0, 4);
+Deno.test("copyPieces of no pieces does nothing: no error, and no entry of the table is copied", () => {
+  assert.equal(copyPieces(new Float64Array(0), 0, 4), undefined);
+  // A table that holds a piece, with a count of none: the piece stays where it is.
+  const src = new Uint8Array(64).fill(1);
+  const dst = new Uint8Array(64).fill(7);
+  const table = new Float64Array([addressOf(src), addressOf(dst), 64]);
+  assert.equal(copyPieces(table, 0, 4), undefined);
+  assert.deepEqual(dst, new Uint8Array(64).fill(7));
+  // The same table with its count copies (so the table above was a real piece).
+  copyPieces(table, 1, 4);
+  assert.deepEqual(dst, src);
 });
 
 Deno.test("addressOf gives a view's first byte, and 0 for a detached or empty view", () => {

@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor, type TypedArray } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
-import { releaseIdleStagers } from "../../src/staging/background.ts";
+import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
 import { addressOf, bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { deviceCount, disposeAll, startCopy, type Tensor } from "../../mod.ts";
-import { releaseIdleStagers } from "../../src/staging/background.ts";
+import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
 import {
   addressOf,
   assertRoundTrip,

@@ -183,7 +183,7 @@ Deno.test({
   name: "memoryStats() shows arenas and background stagers outside the pools, and their release",
   async fn() {
     const { memoryStats } = await import("../../mod.ts");
-    const { releaseIdleStagers } = await import("../../src/staging/background.ts");
+    const { releaseIdleStagers } = await import("../../src/memory/stager_pool.ts");
     releaseIdleStagers();
     const before = memoryStats().outsidePools;
     assert.equal(before.stagers, 0);

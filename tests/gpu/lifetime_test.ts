@@ -3,7 +3,7 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { CudaError, disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { releaseIdleStagers } from "../../src/staging/background.ts";
+import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
 import { bytesOf, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };

@@ -33,9 +33,28 @@ function routed(options?: StartCopyOptions): Route {
   return route;
 }
 
-Deno.test("the gather-table layout matches native/gather_entry.h: three doubles", () => {
-  assert.equal(GATHER_ENTRY_DOUBLES, 3);
-  assert.equal(GATHER_ENTRY_BYTES, 24);
+/** The fields of `struct mtc_gather_entry` in native/gather_entry.h, in order: type and name. */
+function gatherEntryFields(): { type: string; name: string }[] {
+  const header = Deno.readTextFileSync(new URL("../../native/gather_entry.h", import.meta.url));
+  const body = header.replace(/\/\/.*$/gm, "").match(/struct\s+mtc_gather_entry\s*\{([^}]*)\}/);
+  assert.ok(body, "native/gather_entry.h defines struct mtc_gather_entry");
+  return body[1].split(";").map((field) => field.trim()).filter((field) => field !== "").map(
+    (field) => {
+      const parts = field.match(/^(.+?)\s+(\w+)$/);
+      assert.ok(parts, `a field of one declarator: ${field}`);
+      return { type: parts[1], name: parts[2] };
+    },
+  );
+}
+
+Deno.test("the gather-table layout matches native/gather_entry.h: source, offset in the chunk, bytes, each a double", () => {
+  const fields = gatherEntryFields();
+  // The order chunks.ts writes an entry in: `entries[at]`, `[at + 1]`, `[at + 2]`.
+  assert.deepEqual(fields.map((field) => field.name), ["src", "dst_offset", "bytes"]);
+  for (const { type, name } of fields) assert.equal(type, "double", `field ${name}`);
+  assert.equal(GATHER_ENTRY_DOUBLES, fields.length);
+  // Doubles only: no padding between or after them.
+  assert.equal(GATHER_ENTRY_BYTES, fields.length * 8);
 });
 
 Deno.test("placeChunks() uses the walk's plan on a block with the chunk base alignment", () => {
