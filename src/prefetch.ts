@@ -78,7 +78,7 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * ```
  */
 export function prefetch<T>(
-  source: Iterable<T> | AsyncIterable<T>,
+  source: Iterable<T | PromiseLike<T>> | AsyncIterable<T>,
   device: string,
   options: PrefetchOptions = {},
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
@@ -96,18 +96,23 @@ export function prefetch<T>(
   // Reject what startCopy would reject for every batch now, not at the first step.
   resolveOptions(copyOptions);
   parseDevice(device);
-  return run(open(), { device, depth, disposePrevious, copyOptions });
+  return run(open, { device, depth, disposePrevious, copyOptions });
 }
 
 /** How to open `source`'s iterator (opened only once every argument was accepted). */
 function iteratorOf<T>(
-  source: Iterable<T> | AsyncIterable<T>,
-): () => Iterator<T> | AsyncIterator<T> {
-  const iterable = source as Partial<Iterable<T> & AsyncIterable<T>> | null | undefined;
+  source: Iterable<T | PromiseLike<T>> | AsyncIterable<T>,
+): () => Source<T> {
+  const iterable = source as
+    | Partial<Iterable<T | PromiseLike<T>> & AsyncIterable<T>>
+    | null
+    | undefined;
   const asyncOpen = iterable?.[Symbol.asyncIterator];
-  if (typeof asyncOpen === "function") return () => asyncOpen.call(iterable);
+  if (typeof asyncOpen === "function") {
+    return () => ({ iterator: asyncOpen.call(iterable), sync: false });
+  }
   const open = iterable?.[Symbol.iterator];
-  if (typeof open === "function") return () => open.call(iterable);
+  if (typeof open === "function") return () => ({ iterator: open.call(iterable), sync: true });
   throw new TypeError(
     `Invalid prefetch source ${describe(source)}: expected an Iterable or an AsyncIterable`,
   );
@@ -118,6 +123,15 @@ function describe(value: unknown): string {
   return `(${value.constructor?.name ?? "an object"})`;
 }
 
+/**
+ * An opened source. A sync iterator's values are awaited, as `for await`
+ * does (an array of `Promise`s of batches is a source of batches).
+ */
+interface Source<T> {
+  iterator: Iterator<T | PromiseLike<T>> | AsyncIterator<T>;
+  sync: boolean;
+}
+
 interface Run {
   device: string;
   depth: number;
@@ -126,9 +140,13 @@ interface Run {
 }
 
 async function* run<T>(
-  iterator: Iterator<T> | AsyncIterator<T>,
+  open: () => Source<T>,
   { device, depth, disposePrevious, copyOptions }: Run,
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
+  // Opened at the first step, as `for await` opens its source: a prefetch
+  // that is never iterated (or returned before its first step, which runs
+  // no `finally`) leaves the source unopened rather than open for ever.
+  const { iterator, sync } = open();
   // Copies started (or the errors met), in source order, beyond the batch in use.
   const queue: Pending<CopyResult<T>>[] = [];
   let exhausted = false;
@@ -144,21 +162,38 @@ async function* run<T>(
   };
   const changed = () => new Promise<void>((resolve) => wake = resolve);
   const pull = async (): Promise<void> => {
-    let next: IteratorResult<T>;
+    let batch: T;
     try {
-      next = await iterator.next();
+      const next: unknown = await iterator.next();
+      if (typeof next !== "object" || next === null) {
+        throw new TypeError(
+          `Invalid prefetch source: its iterator's next() gave ${String(next)}, expected an object`,
+        );
+      }
+      if ((next as IteratorResult<unknown>).done) {
+        exhausted = true;
+        return;
+      }
+      batch = (next as IteratorResult<T | PromiseLike<T>>).value as T;
     } catch (error) {
+      // The iterator failed: it is not closed (as `for await` leaves it).
       exhausted = true;
       if (!closed) queue.push({ error });
       return;
     }
-    if (next.done) {
-      exhausted = true;
-      return;
+    if (sync) {
+      try {
+        batch = await batch;
+      } catch (error) {
+        // A batch's promise rejected: the iterator is still open, and is
+        // closed when the loop leaves on this error (as `for await` does).
+        if (!closed) queue.push({ error });
+        return;
+      }
     }
     if (closed) return;
     try {
-      queue.push({ handle: startCopy(next.value, device, copyOptions) });
+      queue.push({ handle: startCopy(batch, device, copyOptions) });
     } catch (error) {
       queue.push({ error });
     }
@@ -212,19 +247,27 @@ async function* run<T>(
     closed = true;
     let closeFailed = false;
     let closeError: unknown;
-    try {
-      if (!exhausted) await iterator.return?.();
-    } catch (error) {
+    const fail = (error: unknown) => {
       closeFailed = true;
       closeError = error;
+    };
+    // Closing is started now and awaited last: the copies in flight and
+    // the last result are disposed even when `return()` never settles.
+    let closing: Promise<void> | undefined;
+    try {
+      if (!exhausted) closing = Promise.resolve(iterator.return?.()).then(() => {}, fail);
+    } catch (error) {
+      fail(error);
     }
+    if (disposePrevious && previous !== undefined) disposeAll(previous);
+    previous = undefined;
     for (const pending of queue) {
       if ("handle" in pending) {
         await pending.handle.get().then(disposeAll, () => {});
       }
     }
     queue.length = 0;
-    if (disposePrevious && previous !== undefined) disposeAll(previous);
+    await closing;
     // As `for ... of` does: the source's error on closing surfaces, unless
     // the loop is leaving on an error of its own. (Only a `finally` runs when
     // the consumer leaves the loop at a `yield`, so the throw is here.)

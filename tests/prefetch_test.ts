@@ -299,3 +299,120 @@ Deno.test("disposePrevious disposes only what the copies made: a tensor every ba
   assert.equal(steps, 4);
   assert.equal(constant.disposed, false);
 });
+
+Deno.test("an iterator whose next() gives no object fails that iteration with TypeError, after the batches before it", async () => {
+  // `for await` throws TypeError here too; the loop must neither end early
+  // as if the source were exhausted nor leave an unhandled rejection.
+  const source = {
+    [Symbol.iterator]() {
+      let i = 0;
+      return {
+        next: () => (i++ === 0 ? { value: { ids: new Int32Array([7]) }, done: false } : undefined),
+      };
+    },
+  } as unknown as Iterable<{ ids: Int32Array }>;
+  const seen: number[] = [];
+  await assert.rejects(
+    async () => {
+      for await (const batch of prefetch(source, "cpu")) {
+        seen.push(batch.ids.toTypedArray()[0] as number);
+      }
+    },
+    { name: "TypeError", message: /next\(\) gave undefined, expected an object/ },
+  );
+  assert.deepEqual(seen, [7]);
+});
+
+Deno.test("an iterator result whose done getter throws fails that iteration with the getter's error", async () => {
+  const source = {
+    [Symbol.iterator]() {
+      return {
+        next: () => ({
+          get done(): boolean {
+            throw new Error("done getter failed");
+          },
+          value: undefined,
+        }),
+      };
+    },
+  } as unknown as Iterable<{ ids: Int32Array }>;
+  await assert.rejects(async () => {
+    for await (const _ of prefetch(source, "cpu")) { /* no batch */ }
+  }, /done getter failed/);
+});
+
+Deno.test("a sync source of promises of batches: each promise is awaited and its batch copied, as for await does", async () => {
+  const source = [0, 1, 2].map((i) => Promise.resolve({ ids: new Int32Array([i]) }));
+  const seen: number[] = [];
+  for await (const batch of prefetch(source, "cpu")) {
+    assert.ok(batch.ids instanceof Tensor, "the batch was not copied");
+    seen.push(batch.ids.toTypedArray()[0] as number);
+  }
+  assert.deepEqual(seen, [0, 1, 2]);
+});
+
+Deno.test("a sync source's rejected promise fails its iteration and closes the source", async () => {
+  let closed = false;
+  const source = {
+    [Symbol.iterator]() {
+      let i = 0;
+      return {
+        next: () => ({
+          value: i++ === 0 ? Promise.resolve({ ids: new Int32Array(1) }) : Promise.reject(
+            new Error("load failed"),
+          ),
+          done: false,
+        }),
+        return: () => {
+          closed = true;
+          return { value: undefined, done: true as const };
+        },
+      };
+    },
+  } as Iterable<Promise<{ ids: Int32Array }>>;
+  let steps = 0;
+  await assert.rejects(async () => {
+    for await (const _ of prefetch(source, "cpu", { depth: 1 })) steps++;
+  }, /load failed/);
+  assert.equal(steps, 1);
+  assert.equal(closed, true);
+});
+
+Deno.test("a source whose return() never settles: the copies in flight and the last result are disposed all the same", async () => {
+  const pool = addressPool();
+  const inputs = Array.from({ length: 6 }, () => pooledTensor(pool, -1));
+  let i = 0;
+  const source: AsyncIterable<{ t: Tensor }> = {
+    [Symbol.asyncIterator]: () => ({
+      next: () => Promise.resolve({ value: { t: inputs[i++ % inputs.length] }, done: false }),
+      return: () => new Promise<IteratorResult<{ t: Tensor }>>(() => {}),
+    }),
+  };
+  const loop = prefetch(source, "cpu", { depth: 3, disposePrevious: true });
+  const first = await loop.next();
+  assert.equal(first.done, false);
+  // Leaving hangs on the source's return(), as `for await` would; what the
+  // loop made must not hang with it.
+  void loop.return(undefined);
+  for (const input of inputs) input.dispose();
+  for (let turn = 0; turn < 50 && pool.stats().inUseBytes > 0; turn++) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  assert.equal((first.value as { t: Tensor }).t.disposed, true, "the last result was kept");
+  assert.equal(pool.stats().inUseBytes, 0, "a result of a copy in flight kept its block");
+});
+
+Deno.test("a prefetch that is never iterated never opens its source", async () => {
+  let opened = 0;
+  const source = {
+    [Symbol.iterator]() {
+      opened++;
+      return [{ ids: new Int32Array(1) }][Symbol.iterator]();
+    },
+  };
+  const loop = prefetch(source, "cpu");
+  await loop.return(undefined); // an async generator not started runs no finally
+  assert.equal(opened, 0);
+  for await (const _ of prefetch(source, "cpu")) { /* one batch */ }
+  assert.equal(opened, 1);
+});
