@@ -405,6 +405,9 @@ function timeoutMs(search: ShimSearch, env: (name: string) => string | undefined
   return value;
 }
 
+/** The longest delay `setTimeout` keeps (2^31 - 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * Fetches the shim: the whole answer within `limitMs`, at most the expected
  * number of bytes, and only bytes whose SHA-256 matches.
@@ -416,7 +419,12 @@ async function download(
   limitMs: number,
 ): Promise<Uint8Array> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), limitMs);
+  // A timer's delay is a signed 32-bit count of ms: a longer one (or
+  // Infinity) fires at once, which aborted every download. Longer limits
+  // wait the longest a timer can (24.8 days); Infinity sets none.
+  const timer = limitMs === Infinity
+    ? undefined
+    : setTimeout(() => controller.abort(), Math.min(limitMs, MAX_TIMER_MS));
   const seconds = limitMs >= 1000 ? `${+(limitMs / 1000).toFixed(1)} s` : `${limitMs} ms`;
   let bytes: Uint8Array;
   try {

@@ -555,3 +555,30 @@ Deno.test({
     );
   },
 });
+
+Deno.test("a time limit longer than a timer can hold (or Infinity) does not cut the download at once", async () => {
+  // setTimeout fires at once for a delay past 2^31 - 1 ms: such a limit
+  // aborted every download after 1 ms, however fast the server.
+  const answered = Promise.withResolvers<void>();
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async () => {
+    // Answer only once the request has been in flight a little while.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    answered.resolve();
+    return new Response(shimBytes as Uint8Array<ArrayBuffer>);
+  });
+  const moduleUrl = `http://127.0.0.1:${server.addr.port}/ffi/`;
+  try {
+    for (const value of ["3000000000", "Infinity"]) {
+      const cache = await Deno.makeTempDir();
+      const env = (name: string) =>
+        name === "MTC_DOWNLOAD_TIMEOUT_MS" ? value : envFor(cache)(name);
+      const found = await within(locateShim({ moduleUrl, env }), 20);
+      found.release();
+      assert.equal(found.origin, "download", `MTC_DOWNLOAD_TIMEOUT_MS=${value}`);
+      await Deno.remove(cache, { recursive: true });
+    }
+    await answered.promise;
+  } finally {
+    await server.shutdown();
+  }
+});
