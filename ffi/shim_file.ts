@@ -117,7 +117,11 @@ export async function locateShim(search: ShimSearch = {}): Promise<ShimFile> {
   if (override) {
     requirePermissions(LOADING, [missingFfi(override)]);
     const path = checkedOverride(override);
-    return { path, openPath: path, origin: "MTC_SHIM_PATH", release() {} };
+    // dlopen() looks a name without a slash up in the system's library
+    // path, not in the working directory where it was just checked: another
+    // library of that name would be loaded, or none.
+    const openPath = path.includes("/") ? path : `./${path}`;
+    return { path, openPath, origin: "MTC_SHIM_PATH", release() {} };
   }
   const { shim, url, platform } = prebuiltFor(search);
   if (url.protocol === "file:") {
