@@ -6,6 +6,7 @@
 
 import { shimInfo } from "../ffi/library.ts";
 import { driverStatus, MTC_E_DRIVER_TOO_OLD, MTC_E_NO_DRIVER } from "../ffi/native.ts";
+import { shown } from "./shown.ts";
 
 /** A parsed device: -1 is the CPU, N >= 0 is `cuda:N`. */
 export type DeviceIndex = number;
@@ -189,7 +190,7 @@ export function parseDevice(device: unknown): DeviceIndex {
   if (typeof device !== "string") {
     const required = device === undefined ? " (the device argument is required)" : "";
     throw new TypeError(
-      `Invalid device ${String(device)}: expected a string such as "cpu" or "cuda:0"${required}`,
+      `Invalid device ${shown(device)}: expected a string such as "cpu" or "cuda:0"${required}`,
     );
   }
   const match = CUDA_PATTERN.exec(device);

@@ -9,6 +9,7 @@ import { disposeAll } from "./dispose.ts";
 import { parseDevice } from "./device.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import type { AsyncCopyHandle } from "./copy_handle.ts";
+import { shown } from "./shown.ts";
 import { type CopyResult, startCopy } from "./start_copy.ts";
 
 /** Options of {@linkcode prefetch}: those of `startCopy`, and two of its own. */
@@ -57,7 +58,8 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * @param options `startCopy`'s options, `depth` and `disposePrevious`
  * @returns an async iterator of the copied batches, in source order
  * @throws {TypeError} at once, for a source that is not iterable, a missing
- * or malformed device, options that are not an object, or bad options
+ * or malformed device, options that are not an object, a `depth` that is
+ * not a number, or bad options
  * @throws {RangeError} at once, for a `depth` that is not an integer >= 1,
  * or a device or option out of range
  *
@@ -84,14 +86,17 @@ export function prefetch<T>(
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
   const open = iteratorOf(source);
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`Invalid prefetch options ${String(options)}: expected an object`);
+    throw new TypeError(`Invalid prefetch options ${shown(options)}: expected an object`);
   }
   const { depth = 2, disposePrevious = false, ...copyOptions } = options;
+  if (typeof depth !== "number") {
+    throw new TypeError(`Invalid prefetch depth ${shown(depth)}: expected a number`);
+  }
   if (!Number.isSafeInteger(depth) || depth < 1) {
-    throw new RangeError(`Invalid prefetch depth ${String(depth)}: expected an integer >= 1`);
+    throw new RangeError(`Invalid prefetch depth ${shown(depth)}: expected an integer >= 1`);
   }
   if (typeof disposePrevious !== "boolean") {
-    throw new TypeError(`Invalid disposePrevious ${String(disposePrevious)}: expected a boolean`);
+    throw new TypeError(`Invalid disposePrevious ${shown(disposePrevious)}: expected a boolean`);
   }
   // Reject what startCopy would reject for every batch now, not at the first step.
   resolveOptions(copyOptions);
@@ -114,13 +119,8 @@ function iteratorOf<T>(
   const open = iterable?.[Symbol.iterator];
   if (typeof open === "function") return () => ({ iterator: open.call(iterable), sync: true });
   throw new TypeError(
-    `Invalid prefetch source ${describe(source)}: expected an Iterable or an AsyncIterable`,
+    `Invalid prefetch source ${shown(source)}: expected an Iterable or an AsyncIterable`,
   );
-}
-
-function describe(value: unknown): string {
-  if (typeof value !== "object" || value === null) return String(value);
-  return `(${value.constructor?.name ?? "an object"})`;
 }
 
 /**
@@ -167,7 +167,7 @@ async function* run<T>(
       const next: unknown = await iterator.next();
       if (typeof next !== "object" || next === null) {
         throw new TypeError(
-          `Invalid prefetch source: its iterator's next() gave ${String(next)}, expected an object`,
+          `Invalid prefetch source: its iterator's next() gave ${shown(next)}, expected an object`,
         );
       }
       if ((next as IteratorResult<unknown>).done) {
