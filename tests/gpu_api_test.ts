@@ -24,6 +24,33 @@ Deno.test("startCopy({ after }) refuses what is no copy handle, work or stream, 
   );
 });
 
+Deno.test("startCopy({ after }) refuses a list with holes, naming the hole, synchronously", () => {
+  // forEach skipped holes: the check passed and the ordering then read
+  // undefined ("Cannot read properties of undefined (reading '#index')").
+  const done = startCopy([new Float32Array(1)], "cpu");
+  for (const after of [[, done], new Array(2), [done, , done]]) {
+    assert.throws(() => startCopy([new Float32Array(2)], "cpu", { after: after as never }), {
+      name: "TypeError",
+      message: /^Invalid option after\[[01]\]: expected an AsyncCopyHandle.*got undefined$/,
+    });
+  }
+});
+
+Deno.test("startCopy({ after }) uses the list it checked, whatever a Proxy of it answers later", () => {
+  const done = startCopy([new Float32Array(1)], "cpu");
+  let reads = 0;
+  // The first read of each index gives a handle, later ones something else.
+  const shifty = new Proxy([done], {
+    get(target, key, receiver) {
+      if (key === "0") return reads++ === 0 ? done : 42;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const copy = startCopy([new Float32Array(2)], "cpu", { after: shifty as never });
+  assert.equal(copy.ready(), true);
+  assert.equal(reads, 1);
+});
+
 Deno.test("dispose({ after }) and disposeAll({ after }) refuse a bad after and dispose nothing", () => {
   const tensor = Tensor.from(new Float32Array(2));
   assert.throws(() => tensor.dispose({ after: "stream" as never }), TypeError);

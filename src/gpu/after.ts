@@ -66,9 +66,13 @@ const scratch: number[] = [];
  * @throws {TypeError} for anything that is not an `After`, or a disposed stream
  */
 export function checkAfter(after: unknown, what: string, list = false): After[] {
-  const items = list && Array.isArray(after) ? after : [after];
+  const many = list && Array.isArray(after);
+  // A copy of the list, holes read as undefined (and refused): forEach
+  // skipped holes, which then reached the ordering as undefined items; and
+  // what is used later is what was checked, whatever happens to the list.
+  const items: unknown[] = many ? Array.from(after as unknown[]) : [after];
   items.forEach((item, i) => {
-    const name = items === after ? `${what}[${i}]` : what;
+    const name = many ? `${what}[${i}]` : what;
     if (item instanceof CudaStream) {
       if (item.disposed) throw new TypeError(`Invalid ${name}: the stream was disposed`);
     } else if (!(item instanceof AsyncCopyHandle) && !(item instanceof GpuWork)) {
