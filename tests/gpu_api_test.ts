@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { disposeAll, loadModule, startCopy, Tensor } from "../mod.ts";
+import { disposeAll, GpuWork, loadModule, startCopy, Tensor } from "../mod.ts";
 import { Kernel, parameterOffsets } from "../src/gpu/kernel.ts";
 
 // The checks of the GPU-work API that need no GPU: they run before any
@@ -116,4 +116,17 @@ Deno.test("launch() refuses blocks and shared memory past the kernel's limits be
     () => unknown.launch({ grid: 1, block: [32, 64], args: [1] }),
     /at most 1024 threads per block/,
   );
+});
+
+Deno.test("new GpuWork() throws TypeError, and later copies are unharmed", async () => {
+  // Forged work entered the queues that every startCopy polls: each later
+  // copy, CPU ones included, threw "Invalid FFI i32 type, expected integer".
+  const Forge = GpuWork as unknown as new (...args: unknown[]) => unknown;
+  assert.throws(() => new Forge(), {
+    name: "TypeError",
+    message: /^Cannot construct a GpuWork directly/,
+  });
+  assert.throws(() => new Forge(0, 0, 1, "forged"), TypeError);
+  const [copied] = await startCopy([new Float32Array([1, 2])], "cpu").get();
+  assert.deepEqual([...copied.toTypedArray()], [1, 2]);
 });

@@ -40,7 +40,7 @@ import {
   streamDevice,
   streamTail,
 } from "./stream.ts";
-import { enqueueWorkWait, GpuWork, holdUntilDone, whenWorkQueued } from "./work.ts";
+import { enqueueWorkWait, GpuWork, holdUntilDone, makeWork, whenWorkQueued } from "./work.ts";
 
 /** Work that other work can be ordered after, on the GPU. */
 export type After = AsyncCopyHandle<unknown> | GpuWork | CudaStream;
@@ -223,7 +223,7 @@ export class OrderedRelease {
         releaseEvent(device, event);
         throw error;
       }
-      marker = new GpuWork(device, address, event, "a deferred release");
+      marker = makeWork(device, address, event, "a deferred release");
       markers.set(stream, marker);
     }
     return marker;

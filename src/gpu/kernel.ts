@@ -33,7 +33,7 @@ import {
   describe,
   streamAddress,
 } from "./stream.ts";
-import { deferWork, GpuWork, reapWork } from "./work.ts";
+import { deferWork, type GpuWork, makeWork, reapWork } from "./work.ts";
 
 /**
  * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
@@ -240,7 +240,7 @@ export class Kernel {
     const event = this.#queue(address, this.#config);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return new GpuWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    return makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
   }
 
   /** Launches on `stream` with `config`; returns the event recorded after it. */
