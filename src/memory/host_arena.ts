@@ -259,7 +259,17 @@ export class HostArena {
           `${this.#bytes} used); make the arena larger or reset() it`,
       );
     }
+    const used = this.#used;
     const view = new cls(this.#owned.buffer, offset, length);
+    // A class of the user's that called back into this arena (array(),
+    // reset(), dispose()) handed out or freed these bytes meanwhile.
+    if (this.#used !== used || this.#disposed) {
+      throw new TypeError(
+        `Invalid hostArena class: ${
+          className(cls)
+        } used the arena while it was making a view of it`,
+      );
+    }
     // Handed out only once it is what it claims: a view of exactly those bytes.
     if (
       !ArrayBuffer.isView(view) || view.buffer !== this.#owned.buffer ||
