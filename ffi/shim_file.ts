@@ -256,9 +256,11 @@ function cacheFor(
   shim: PrebuiltShim,
   platform: string,
 ): CacheLocation {
-  const xdg = env("XDG_CACHE_HOME");
-  const home = env("HOME");
-  const root = xdg || (home ? `${home}/.cache` : undefined);
+  // Relative values are ignored, as the XDG spec asks: they named a cache
+  // under whatever the working directory happened to be.
+  const xdg = absolute(env("XDG_CACHE_HOME"));
+  const home = absolute(env("HOME"));
+  const root = xdg ?? (home ? `${home}/.cache` : undefined);
   const file = cachePath(root ?? "$HOME/.cache", shim, platform);
   const dir = `${root ?? "$HOME/.cache"}/mtc-core`;
   const chain = [dir];
@@ -266,6 +268,10 @@ function cacheFor(
     chain.push(`${chain[chain.length - 1]}/${part}`);
   }
   return { known: root !== undefined, dir, chain, file };
+}
+
+function absolute(path: string | undefined): string | undefined {
+  return path?.startsWith("/") ? path : undefined;
 }
 
 /** The cache path of a prebuilt shim (version, ABI, platform and hash in the name). */

@@ -582,3 +582,20 @@ Deno.test("a time limit longer than a timer can hold (or Infinity) does not cut 
     await server.shutdown();
   }
 });
+
+Deno.test("a relative XDG_CACHE_HOME is ignored, as the XDG spec asks: the cache is under HOME", async () => {
+  const home = await Deno.makeTempDir();
+  const { server, moduleUrl } = servePrebuilt();
+  const env = (name: string) =>
+    name === "XDG_CACHE_HOME" ? "relative-cache" : name === "HOME" ? home : undefined;
+  try {
+    const found = await locateShim({ moduleUrl, env });
+    found.release();
+    // Was "relative-cache/mtc-core/...", under the working directory.
+    assert.equal(found.path, cachePath(`${home}/.cache`, shim));
+  } finally {
+    await server.shutdown();
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove("relative-cache", { recursive: true }).catch(() => {});
+  }
+});
