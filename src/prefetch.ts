@@ -43,7 +43,9 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * even while a pull from it is pending: a channel's pending `next()` may
  * settle only then), a batch that pull still delivers is not copied, and
  * the copies in flight are awaited and their results disposed, as is the
- * last result with `disposePrevious`, whatever `return()` does. An error
+ * last result with `disposePrevious`, whatever `return()` does (one that
+ * never settles holds the loop's exit, as it holds `for await`'s, but not
+ * that cleanup). An error
  * that `return()` throws then surfaces from the loop's exit (unless the
  * loop is leaving on an error of its own, which wins). An async generator
  * runs a `return()` only once its pending `next()` has settled (the
@@ -53,7 +55,10 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * `disposePrevious` does, never disposes a tensor of the source's batches,
  * even one already on `device`.
  *
- * @param source batches: an `Iterable` or an `AsyncIterable`
+ * @param source batches: an `Iterable` or an `AsyncIterable`; as with `for
+ * await`, an `Iterable`'s values are awaited (an array of promises of
+ * batches is a source of batches), and the source is opened at the first
+ * step
  * @param device `"cpu"`, `"cuda"` or `"cuda:N"` (required)
  * @param options `startCopy`'s options, `depth` and `disposePrevious`
  * @returns an async iterator of the copied batches, in source order
