@@ -7,6 +7,7 @@
 
 import { disposeAll } from "./dispose.ts";
 import { parseDevice } from "./device.ts";
+import { checkAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import type { AsyncCopyHandle } from "./copy_handle.ts";
 import { shown } from "./shown.ts";
@@ -105,6 +106,7 @@ export function prefetch<T>(
   }
   // Reject what startCopy would reject for every batch now, not at the first step.
   resolveOptions(copyOptions);
+  if (copyOptions.after !== undefined) checkAfter(copyOptions.after, "option after", true);
   parseDevice(device);
   return run(open, { device, depth, disposePrevious, copyOptions });
 }

@@ -416,3 +416,20 @@ Deno.test("a prefetch that is never iterated never opens its source", async () =
   for await (const _ of prefetch(source, "cpu")) { /* one batch */ }
   assert.equal(opened, 1);
 });
+
+Deno.test("prefetch() rejects a bad after at once, not at the first step", () => {
+  let opened = false;
+  const source = {
+    *[Symbol.iterator]() {
+      opened = true;
+      yield { ids: new Int32Array(1) };
+    },
+  };
+  for (const after of [5, [{}], new Array(1)]) {
+    assert.throws(() => prefetch(source, "cpu", { after: after as never }), {
+      name: "TypeError",
+      message: /^Invalid option after/,
+    });
+  }
+  assert.equal(opened, false);
+});
