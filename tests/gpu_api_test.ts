@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { disposeAll, GpuWork, loadModule, startCopy, Tensor } from "../mod.ts";
+import {
+  CudaModule,
+  CudaStream,
+  disposeAll,
+  GpuWork,
+  loadModule,
+  startCopy,
+  Tensor,
+} from "../mod.ts";
 import { Kernel, parameterOffsets } from "../src/gpu/kernel.ts";
 
 // The checks of the GPU-work API that need no GPU: they run before any
@@ -129,4 +137,15 @@ Deno.test("new GpuWork() throws TypeError, and later copies are unharmed", async
   assert.throws(() => new Forge(0, 0, 1, "forged"), TypeError);
   const [copied] = await startCopy([new Float32Array([1, 2])], "cpu").get();
   assert.deepEqual([...copied.toTypedArray()], [1, 2]);
+});
+
+Deno.test("new CudaStream() and new CudaModule() throw TypeError naming the way to make one", () => {
+  // Private only to TypeScript: a forged stream or module carried a made-up
+  // address that dispose() would hand to the driver.
+  for (
+    const [Forge, way] of [[CudaStream, /createStream/], [CudaModule, /loadModule/]] as const
+  ) {
+    const Constructor = Forge as unknown as new (...args: unknown[]) => unknown;
+    assert.throws(() => new Constructor(0, 4096, 0), { name: "TypeError", message: way });
+  }
 });
