@@ -289,9 +289,11 @@ export class HostArena {
    * alias new ones: build the next batch only once the previous copy's
    * `get()` resolved).
    *
-   * @throws {Error} while a copy in flight reads the arena
+   * @throws {Error} while a copy in flight reads the arena, or once the
+   * arena was disposed
    */
   reset(): void {
+    if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
     this.#checkIdle("reset");
     this.#used = 0;
   }

@@ -46,6 +46,8 @@ Deno.test("dispose() empties every view and makes the arena unusable", () => {
   arena.dispose();
   assert.equal(view.length, 0);
   assert.throws(() => arena.float32(1), { message: "Cannot use a disposed hostArena" });
+  // reset() of a disposed arena succeeded silently (and set usedBytes to 0).
+  assert.throws(() => arena.reset(), { message: "Cannot use a disposed hostArena" });
   arena.dispose(); // twice is fine
 });
 
