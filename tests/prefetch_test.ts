@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { prefetch, Tensor } from "../mod.ts";
+import { hostArena, prefetch, Tensor } from "../mod.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
@@ -432,4 +432,27 @@ Deno.test("prefetch() rejects a bad after at once, not at the first step", () =>
     });
   }
   assert.equal(opened, false);
+});
+
+Deno.test("a source that recycles a ring of depth + 2 arenas sees every batch intact on the CPU target", async () => {
+  // On "cpu" a result is its batch's memory: one arena reset for every
+  // batch read 2,3,3,3 for batches 0..3 (pulled ahead while in use).
+  for (const depth of [1, 2, 3]) {
+    const ring = Array.from({ length: depth + 2 }, () => hostArena(256));
+    function* loader() {
+      for (let step = 0; step < 3 * ring.length; step++) {
+        const arena = ring[step % ring.length];
+        arena.reset();
+        yield { step: arena.int32(4).fill(step) };
+      }
+    }
+    const seen: number[] = [];
+    for await (const batch of prefetch(loader(), "cpu", { depth })) {
+      const values = [...batch.step.toTypedArray()] as number[];
+      assert.ok(values.every((v) => v === values[0]), `torn batch ${values}`);
+      seen.push(values[0]);
+    }
+    assert.deepEqual(seen, Array.from({ length: 3 * ring.length }, (_, i) => i), `depth ${depth}`);
+    for (const arena of ring) arena.dispose();
+  }
 });
