@@ -53,10 +53,10 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * language queues it): leaving the loop waits for that batch to be made.
  *
  * The source must not reuse a batch's memory while the loop may still
- * read it: when the source builds a batch, up to `depth + 1` earlier ones
- * are alive (the one in use and the copies in flight), so a source that
- * recycles buffers (or `hostArena`s, with `reset()`) needs a ring of
- * `depth + 2`. On the `"cpu"` target a result is its batch's memory itself
+ * read it: when the source builds a batch, up to `depth` earlier ones are
+ * alive (the one in use and the copies in flight behind it), so a source
+ * that recycles buffers (or `hostArena`s, with `reset()`) needs a ring of
+ * `depth + 1`. On the `"cpu"` target a result is its batch's memory itself
  * (no copy): a recycled buffer shows a later batch's values, silently
  * (on a GPU, an arena's `reset()` throws while a copy reads it).
  *
