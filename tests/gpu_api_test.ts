@@ -149,3 +149,35 @@ Deno.test("new CudaStream() and new CudaModule() throw TypeError naming the way 
     assert.throws(() => new Constructor(0, 4096, 0), { name: "TypeError", message: way });
   }
 });
+
+Deno.test("launch() checks args and after before the default stream is made, and reads only the config's own keys", () => {
+  const owner = { assertLive() {}, begin() {}, end: () => {} };
+  const kernel = new Kernel(owner, 0, 0, "k", ["u32", "ptr"]);
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ args: null }, /Invalid args: expected an array/],
+    [{ args: [1] }, /Invalid args: kernel "k" takes 2 arguments/],
+    [{ args: [-1, 0n] }, /Invalid args\[0\]/],
+    [{ args: [1, 0n], after: 5 }, /Invalid after: expected/],
+  ];
+  for (const [config, message] of bad) {
+    // Was a CudaError here (no driver: the default stream could not be
+    // made), and a stream made for nothing on a GPU.
+    assert.throws(
+      () => kernel.launch({ grid: 1, block: 1, ...config } as never),
+      (error: Error) => error instanceof TypeError || error instanceof RangeError,
+      Deno.inspect(config),
+    );
+    assert.throws(() => kernel.launch({ grid: 1, block: 1, ...config } as never), message);
+  }
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.polluted = 1;
+  try {
+    // Was 'Invalid config option "polluted"' for every launch.
+    assert.throws(
+      () => kernel.launch({ grid: 1, block: 1, args: null } as never),
+      /Invalid args: expected an array/,
+    );
+  } finally {
+    delete prototype.polluted;
+  }
+});
