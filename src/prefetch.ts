@@ -102,7 +102,12 @@ export function prefetch<T>(
   if (typeof options !== "object" || options === null) {
     throw new TypeError(`Invalid prefetch options ${shown(options)}: expected an object`);
   }
-  const { depth = 2, disposePrevious = false, ...copyOptions } = options;
+  // Own options only (the rest is own too): a key on Object.prototype is none.
+  const { depth: ownDepth, disposePrevious: ownDispose, ...copyOptions } = options;
+  const depth = Object.hasOwn(options, "depth") && ownDepth !== undefined ? ownDepth : 2;
+  const disposePrevious = Object.hasOwn(options, "disposePrevious") && ownDispose !== undefined
+    ? ownDispose
+    : false;
   if (typeof depth !== "number") {
     throw new TypeError(`Invalid prefetch depth ${shown(depth)}: expected a number`);
   }

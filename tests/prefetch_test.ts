@@ -469,3 +469,18 @@ Deno.test("a source that recycles a ring of depth + 1 arenas sees every batch in
     for (const arena of ring) arena.dispose();
   }
 });
+
+Deno.test("prefetch() reads its own options only: depth or disposePrevious on Object.prototype changes nothing", async () => {
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.depth = 0;
+  prototype.disposePrevious = true;
+  try {
+    // Was: RangeError "Invalid prefetch depth 0" for every prefetch.
+    const kept: Tensor[] = [];
+    for await (const batch of prefetch(batches(3), "cpu", {})) kept.push(batch.ids);
+    assert.ok(kept.every((t) => !t.disposed), "results disposed by an inherited disposePrevious");
+  } finally {
+    delete prototype.depth;
+    delete prototype.disposePrevious;
+  }
+});
