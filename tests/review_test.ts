@@ -103,3 +103,23 @@ console.log(copied.toTypedArray()[0]);`;
     assert.equal(new TextDecoder().decode(output.stdout).trim(), "1");
   },
 });
+
+Deno.test({
+  name:
+    "an after on Object.prototype changes no copy or disposal (needs the fix in src/start_copy.ts, src/dispose.ts, src/tensor.ts)",
+  ignore: UNTIL_FIXED,
+  fn: async () => {
+    // startCopy, disposeAll and dispose read `options?.after` through the
+    // prototype chain: every call with an options object then threw
+    // "Invalid option after". Fix: read it as an own property only.
+    const prototype = Object.prototype as Record<string, unknown>;
+    prototype.after = 5;
+    try {
+      const [copied] = await startCopy([new Float32Array(1)], "cpu", {}).get();
+      disposeAll([copied], {});
+      Tensor.from(new Float32Array(1)).dispose({});
+    } finally {
+      delete prototype.after;
+    }
+  },
+});
