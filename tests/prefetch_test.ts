@@ -445,15 +445,15 @@ Deno.test("a source that recycles a ring of depth + 1 arenas sees every batch in
       arena.reset();
       return { step: arena.int32(4).fill(step) };
     };
-    function* syncLoader() {
+    const syncLoader = function* () {
       for (let step = 0; step < 3 * ring.length; step++) yield build(step);
-    }
-    async function* asyncLoader() {
+    };
+    const asyncLoader = async function* () {
       for (let step = 0; step < 3 * ring.length; step++) {
         await new Promise((resolve) => setTimeout(resolve, 0));
         yield build(step);
       }
-    }
+    };
     for (const loader of [syncLoader, asyncLoader]) {
       const seen: number[] = [];
       for await (const batch of prefetch(loader(), "cpu", { depth })) {
