@@ -132,7 +132,7 @@ function readStatus(): CudaStatus {
  * that cannot be loaded), the first call also prints the message to stderr,
  * once, so that a silent fallback to the CPU does not go unnoticed.
  *
- * @returns the status, the same object on every call
+ * @returns the status, the same frozen object on every call
  *
  * @example Say why a script runs on the CPU
  * ```ts
@@ -146,7 +146,9 @@ function readStatus(): CudaStatus {
  */
 export function cudaStatus(): CudaStatus {
   if (status) return status;
-  status = readStatus();
+  // Frozen: it is shared, and deviceCount() and every device check read it
+  // (a status.deviceCount = 2 made "cuda:1" pass the checks).
+  status = Object.freeze(readStatus());
   if (
     status.reason === "driver-too-old" || status.reason === "driver-error" ||
     status.reason === "shim-unavailable"
