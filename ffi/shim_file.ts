@@ -117,7 +117,11 @@ export async function locateShim(search: ShimSearch = {}): Promise<ShimFile> {
   if (override) {
     requirePermissions(LOADING, [missingFfi(override)]);
     const path = checkedOverride(override);
-    return { path, openPath: path, origin: "MTC_SHIM_PATH", release() {} };
+    // dlopen() looks a name without a slash up in the system's library
+    // path, not in the working directory where it was just checked: another
+    // library of that name would be loaded, or none.
+    const openPath = path.includes("/") ? path : `./${path}`;
+    return { path, openPath, origin: "MTC_SHIM_PATH", release() {} };
   }
   const { shim, url, platform } = prebuiltFor(search);
   if (url.protocol === "file:") {
@@ -252,9 +256,11 @@ function cacheFor(
   shim: PrebuiltShim,
   platform: string,
 ): CacheLocation {
-  const xdg = env("XDG_CACHE_HOME");
-  const home = env("HOME");
-  const root = xdg || (home ? `${home}/.cache` : undefined);
+  // Relative values are ignored, as the XDG spec asks: they named a cache
+  // under whatever the working directory happened to be.
+  const xdg = absolute(env("XDG_CACHE_HOME"));
+  const home = absolute(env("HOME"));
+  const root = xdg ?? (home ? `${home}/.cache` : undefined);
   const file = cachePath(root ?? "$HOME/.cache", shim, platform);
   const dir = `${root ?? "$HOME/.cache"}/mtc-core`;
   const chain = [dir];
@@ -262,6 +268,10 @@ function cacheFor(
     chain.push(`${chain[chain.length - 1]}/${part}`);
   }
   return { known: root !== undefined, dir, chain, file };
+}
+
+function absolute(path: string | undefined): string | undefined {
+  return path?.startsWith("/") ? path : undefined;
 }
 
 /** The cache path of a prebuilt shim (version, ABI, platform and hash in the name). */
@@ -405,6 +415,9 @@ function timeoutMs(search: ShimSearch, env: (name: string) => string | undefined
   return value;
 }
 
+/** The longest delay `setTimeout` keeps (2^31 - 1 ms). */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 /**
  * Fetches the shim: the whole answer within `limitMs`, at most the expected
  * number of bytes, and only bytes whose SHA-256 matches.
@@ -416,7 +429,12 @@ async function download(
   limitMs: number,
 ): Promise<Uint8Array> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), limitMs);
+  // A timer's delay is a signed 32-bit count of ms: a longer one (or
+  // Infinity) fires at once, which aborted every download. Longer limits
+  // wait the longest a timer can (24.8 days); Infinity sets none.
+  const timer = limitMs === Infinity
+    ? undefined
+    : setTimeout(() => controller.abort(), Math.min(limitMs, MAX_TIMER_MS));
   const seconds = limitMs >= 1000 ? `${+(limitMs / 1000).toFixed(1)} s` : `${limitMs} ms`;
   let bytes: Uint8Array;
   try {

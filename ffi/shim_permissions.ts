@@ -25,13 +25,22 @@ export function granted(descriptor: Deno.PermissionDescriptor): boolean {
 /** `text` as one shell word: as is where that is safe, else in double quotes. */
 export function shellWord(text: string): string {
   if (/^[A-Za-z0-9_./,:@%+=-]+$/.test(text)) return text;
-  return `"${text.replace(/["\\`]/g, (c) => `\\${c}`)}"`;
+  return `"${quotedText(text)}"`;
+}
+
+/**
+ * `text` escaped for the inside of double quotes, where a shell still
+ * expands `$`, backquotes and `\` (and `"` ends the word): a `$` left as is
+ * made a pasted flag name another path (`"/data/$run/cache"`).
+ */
+function quotedText(text: string): string {
+  return text.replace(/["\\`$]/g, (c) => `\\${c}`);
 }
 
 /** `--allow-<name>=<path>`, quoted for a shell; `$HOME` is left for the shell to expand. */
 export function pathFlag(name: "read" | "write", path: string): string {
   return path.startsWith("$HOME/")
-    ? `--allow-${name}="${path}"`
+    ? `--allow-${name}="$HOME/${quotedText(path.slice("$HOME/".length))}"`
     : `--allow-${name}=${shellWord(path)}`;
 }
 

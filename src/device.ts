@@ -6,6 +6,7 @@
 
 import { shimInfo } from "../ffi/library.ts";
 import { driverStatus, MTC_E_DRIVER_TOO_OLD, MTC_E_NO_DRIVER } from "../ffi/native.ts";
+import { shown } from "./shown.ts";
 
 /** A parsed device: -1 is the CPU, N >= 0 is `cuda:N`. */
 export type DeviceIndex = number;
@@ -131,7 +132,7 @@ function readStatus(): CudaStatus {
  * that cannot be loaded), the first call also prints the message to stderr,
  * once, so that a silent fallback to the CPU does not go unnoticed.
  *
- * @returns the status, the same object on every call
+ * @returns the status, the same frozen object on every call
  *
  * @example Say why a script runs on the CPU
  * ```ts
@@ -145,7 +146,9 @@ function readStatus(): CudaStatus {
  */
 export function cudaStatus(): CudaStatus {
   if (status) return status;
-  status = readStatus();
+  // Frozen: it is shared, and deviceCount() and every device check read it
+  // (a status.deviceCount = 2 made "cuda:1" pass the checks).
+  status = Object.freeze(readStatus());
   if (
     status.reason === "driver-too-old" || status.reason === "driver-error" ||
     status.reason === "shim-unavailable"
@@ -189,7 +192,7 @@ export function parseDevice(device: unknown): DeviceIndex {
   if (typeof device !== "string") {
     const required = device === undefined ? " (the device argument is required)" : "";
     throw new TypeError(
-      `Invalid device ${String(device)}: expected a string such as "cpu" or "cuda:0"${required}`,
+      `Invalid device ${shown(device)}: expected a string such as "cpu" or "cuda:0"${required}`,
     );
   }
   const match = CUDA_PATTERN.exec(device);

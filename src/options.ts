@@ -90,8 +90,19 @@ const DEFAULTS: ResolvedOptions = Object.freeze({
 type FlagKey = "usePinnedStaging" | "packCpuTensors" | "useBackgroundThread";
 type NumberKey = "minPackedAlignmentBytes" | "maxPackedChunkBytes";
 
+/**
+ * An own option only, as the keys are checked: one inherited (an enumerable
+ * key someone put on `Object.prototype`) made every copy throw or change.
+ */
+function own<K extends keyof StartCopyOptions>(
+  options: StartCopyOptions,
+  key: K,
+): StartCopyOptions[K] {
+  return Object.hasOwn(options, key) ? options[key] : undefined;
+}
+
 function flag(options: StartCopyOptions, key: FlagKey): boolean {
-  const value = options[key];
+  const value = own(options, key);
   if (value === undefined) return DEFAULTS[key];
   if (typeof value !== "boolean") {
     throw new TypeError(`Invalid option ${key}: expected a boolean, got ${String(value)}`);
@@ -100,7 +111,7 @@ function flag(options: StartCopyOptions, key: FlagKey): boolean {
 }
 
 function positiveInteger(options: StartCopyOptions, key: NumberKey): number {
-  const value = options[key];
+  const value = own(options, key);
   if (value === undefined) return DEFAULTS[key];
   if (typeof value !== "number") {
     throw new TypeError(`Invalid option ${key}: expected a number, got ${String(value)}`);

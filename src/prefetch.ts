@@ -7,8 +7,10 @@
 
 import { disposeAll } from "./dispose.ts";
 import { parseDevice } from "./device.ts";
+import { checkAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import type { AsyncCopyHandle } from "./copy_handle.ts";
+import { shown } from "./shown.ts";
 import { type CopyResult, startCopy } from "./start_copy.ts";
 
 /** Options of {@linkcode prefetch}: those of `startCopy`, and two of its own. */
@@ -42,22 +44,36 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * even while a pull from it is pending: a channel's pending `next()` may
  * settle only then), a batch that pull still delivers is not copied, and
  * the copies in flight are awaited and their results disposed, as is the
- * last result with `disposePrevious`, whatever `return()` does. An error
+ * last result with `disposePrevious`, whatever `return()` does (one that
+ * never settles holds the loop's exit, as it holds `for await`'s, but not
+ * that cleanup). An error
  * that `return()` throws then surfaces from the loop's exit (unless the
  * loop is leaving on an error of its own, which wins). An async generator
  * runs a `return()` only once its pending `next()` has settled (the
  * language queues it): leaving the loop waits for that batch to be made.
  *
+ * The source must not reuse a batch's memory while the loop may still
+ * read it: when the source builds a batch, up to `depth` earlier ones are
+ * alive (the one in use and the copies in flight behind it), so a source
+ * that recycles buffers (or `hostArena`s, with `reset()`) needs a ring of
+ * `depth + 1`. On the `"cpu"` target a result is its batch's memory itself
+ * (no copy): a recycled buffer shows a later batch's values, silently
+ * (on a GPU, an arena's `reset()` throws while a copy reads it).
+ *
  * Each result owns its tensors (see `startCopy`): disposing it, as
  * `disposePrevious` does, never disposes a tensor of the source's batches,
  * even one already on `device`.
  *
- * @param source batches: an `Iterable` or an `AsyncIterable`
+ * @param source batches: an `Iterable` or an `AsyncIterable`; as with `for
+ * await`, an `Iterable`'s values are awaited (an array of promises of
+ * batches is a source of batches), and the source is opened at the first
+ * step
  * @param device `"cpu"`, `"cuda"` or `"cuda:N"` (required)
  * @param options `startCopy`'s options, `depth` and `disposePrevious`
  * @returns an async iterator of the copied batches, in source order
  * @throws {TypeError} at once, for a source that is not iterable, a missing
- * or malformed device, options that are not an object, or bad options
+ * or malformed device, options that are not an object, a `depth` that is
+ * not a number, or bad options
  * @throws {RangeError} at once, for a `depth` that is not an integer >= 1,
  * or a device or option out of range
  *
@@ -78,44 +94,62 @@ type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
  * ```
  */
 export function prefetch<T>(
-  source: Iterable<T> | AsyncIterable<T>,
+  source: Iterable<T | PromiseLike<T>> | AsyncIterable<T>,
   device: string,
   options: PrefetchOptions = {},
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
   const open = iteratorOf(source);
   if (typeof options !== "object" || options === null) {
-    throw new TypeError(`Invalid prefetch options ${String(options)}: expected an object`);
+    throw new TypeError(`Invalid prefetch options ${shown(options)}: expected an object`);
   }
-  const { depth = 2, disposePrevious = false, ...copyOptions } = options;
+  // Own options only (the rest is own too): a key on Object.prototype is none.
+  const { depth: ownDepth, disposePrevious: ownDispose, ...copyOptions } = options;
+  const depth = Object.hasOwn(options, "depth") && ownDepth !== undefined ? ownDepth : 2;
+  const disposePrevious = Object.hasOwn(options, "disposePrevious") && ownDispose !== undefined
+    ? ownDispose
+    : false;
+  if (typeof depth !== "number") {
+    throw new TypeError(`Invalid prefetch depth ${shown(depth)}: expected a number`);
+  }
   if (!Number.isSafeInteger(depth) || depth < 1) {
-    throw new RangeError(`Invalid prefetch depth ${String(depth)}: expected an integer >= 1`);
+    throw new RangeError(`Invalid prefetch depth ${shown(depth)}: expected an integer >= 1`);
   }
   if (typeof disposePrevious !== "boolean") {
-    throw new TypeError(`Invalid disposePrevious ${String(disposePrevious)}: expected a boolean`);
+    throw new TypeError(`Invalid disposePrevious ${shown(disposePrevious)}: expected a boolean`);
   }
   // Reject what startCopy would reject for every batch now, not at the first step.
   resolveOptions(copyOptions);
+  if (copyOptions.after !== undefined) checkAfter(copyOptions.after, "option after", true);
   parseDevice(device);
-  return run(open(), { device, depth, disposePrevious, copyOptions });
+  return run(open, { device, depth, disposePrevious, copyOptions });
 }
 
 /** How to open `source`'s iterator (opened only once every argument was accepted). */
 function iteratorOf<T>(
-  source: Iterable<T> | AsyncIterable<T>,
-): () => Iterator<T> | AsyncIterator<T> {
-  const iterable = source as Partial<Iterable<T> & AsyncIterable<T>> | null | undefined;
+  source: Iterable<T | PromiseLike<T>> | AsyncIterable<T>,
+): () => Source<T> {
+  const iterable = source as
+    | Partial<Iterable<T | PromiseLike<T>> & AsyncIterable<T>>
+    | null
+    | undefined;
   const asyncOpen = iterable?.[Symbol.asyncIterator];
-  if (typeof asyncOpen === "function") return () => asyncOpen.call(iterable);
+  if (typeof asyncOpen === "function") {
+    return () => ({ iterator: asyncOpen.call(iterable), sync: false });
+  }
   const open = iterable?.[Symbol.iterator];
-  if (typeof open === "function") return () => open.call(iterable);
+  if (typeof open === "function") return () => ({ iterator: open.call(iterable), sync: true });
   throw new TypeError(
-    `Invalid prefetch source ${describe(source)}: expected an Iterable or an AsyncIterable`,
+    `Invalid prefetch source ${shown(source)}: expected an Iterable or an AsyncIterable`,
   );
 }
 
-function describe(value: unknown): string {
-  if (typeof value !== "object" || value === null) return String(value);
-  return `(${value.constructor?.name ?? "an object"})`;
+/**
+ * An opened source. A sync iterator's values are awaited, as `for await`
+ * does (an array of `Promise`s of batches is a source of batches).
+ */
+interface Source<T> {
+  iterator: Iterator<T | PromiseLike<T>> | AsyncIterator<T>;
+  sync: boolean;
 }
 
 interface Run {
@@ -126,9 +160,13 @@ interface Run {
 }
 
 async function* run<T>(
-  iterator: Iterator<T> | AsyncIterator<T>,
+  open: () => Source<T>,
   { device, depth, disposePrevious, copyOptions }: Run,
 ): AsyncGenerator<CopyResult<T>, void, undefined> {
+  // Opened at the first step, as `for await` opens its source: a prefetch
+  // that is never iterated (or returned before its first step, which runs
+  // no `finally`) leaves the source unopened rather than open for ever.
+  const { iterator, sync } = open();
   // Copies started (or the errors met), in source order, beyond the batch in use.
   const queue: Pending<CopyResult<T>>[] = [];
   let exhausted = false;
@@ -144,21 +182,38 @@ async function* run<T>(
   };
   const changed = () => new Promise<void>((resolve) => wake = resolve);
   const pull = async (): Promise<void> => {
-    let next: IteratorResult<T>;
+    let batch: T;
     try {
-      next = await iterator.next();
+      const next: unknown = await iterator.next();
+      if (typeof next !== "object" || next === null) {
+        throw new TypeError(
+          `Invalid prefetch source: its iterator's next() gave ${shown(next)}, expected an object`,
+        );
+      }
+      if ((next as IteratorResult<unknown>).done) {
+        exhausted = true;
+        return;
+      }
+      batch = (next as IteratorResult<T | PromiseLike<T>>).value as T;
     } catch (error) {
+      // The iterator failed: it is not closed (as `for await` leaves it).
       exhausted = true;
       if (!closed) queue.push({ error });
       return;
     }
-    if (next.done) {
-      exhausted = true;
-      return;
+    if (sync) {
+      try {
+        batch = await batch;
+      } catch (error) {
+        // A batch's promise rejected: the iterator is still open, and is
+        // closed when the loop leaves on this error (as `for await` does).
+        if (!closed) queue.push({ error });
+        return;
+      }
     }
     if (closed) return;
     try {
-      queue.push({ handle: startCopy(next.value, device, copyOptions) });
+      queue.push({ handle: startCopy(batch, device, copyOptions) });
     } catch (error) {
       queue.push({ error });
     }
@@ -212,19 +267,27 @@ async function* run<T>(
     closed = true;
     let closeFailed = false;
     let closeError: unknown;
-    try {
-      if (!exhausted) await iterator.return?.();
-    } catch (error) {
+    const fail = (error: unknown) => {
       closeFailed = true;
       closeError = error;
+    };
+    // Closing is started now and awaited last: the copies in flight and
+    // the last result are disposed even when `return()` never settles.
+    let closing: Promise<void> | undefined;
+    try {
+      if (!exhausted) closing = Promise.resolve(iterator.return?.()).then(() => {}, fail);
+    } catch (error) {
+      fail(error);
     }
+    if (disposePrevious && previous !== undefined) disposeAll(previous);
+    previous = undefined;
     for (const pending of queue) {
       if ("handle" in pending) {
         await pending.handle.get().then(disposeAll, () => {});
       }
     }
     queue.length = 0;
-    if (disposePrevious && previous !== undefined) disposeAll(previous);
+    await closing;
     // As `for ... of` does: the source's error on closing surfaces, unless
     // the loop is leaving on an error of its own. (Only a `finally` runs when
     // the consumer leaves the loop at a `yield`, so the throw is here.)

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { deviceCount } from "../mod.ts";
+import { cudaStatus, deviceCount } from "../mod.ts";
 import { CPU, deviceName, parseDevice } from "../src/device.ts";
 
 Deno.test("deviceCount() is a non-negative integer and never throws for a missing GPU", () => {
@@ -46,4 +46,15 @@ Deno.test("parseDevice() throws RangeError past the device count", () => {
       message: new RegExp(`found ${count} device`),
     });
   }
+});
+
+Deno.test("cudaStatus() is frozen: changing it cannot change deviceCount() or the device checks", () => {
+  const status = cudaStatus();
+  const count = deviceCount();
+  assert.ok(Object.isFrozen(status));
+  assert.throws(() => {
+    (status as { deviceCount: number }).deviceCount = count + 2;
+  }, TypeError);
+  assert.equal(deviceCount(), count);
+  assert.throws(() => parseDevice(`cuda:${count + 1}`));
 });

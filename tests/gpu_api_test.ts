@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { disposeAll, loadModule, startCopy, Tensor } from "../mod.ts";
+import {
+  CudaModule,
+  CudaStream,
+  disposeAll,
+  GpuWork,
+  loadModule,
+  startCopy,
+  Tensor,
+} from "../mod.ts";
 import { Kernel, parameterOffsets } from "../src/gpu/kernel.ts";
 
 // The checks of the GPU-work API that need no GPU: they run before any
@@ -22,6 +30,33 @@ Deno.test("startCopy({ after }) refuses what is no copy handle, work or stream, 
     () => startCopy([new Float32Array(2)], "cpu", { after: [{}] as never }),
     /Invalid option after\[0\]/,
   );
+});
+
+Deno.test("startCopy({ after }) refuses a list with holes, naming the hole, synchronously", () => {
+  // forEach skipped holes: the check passed and the ordering then read
+  // undefined ("Cannot read properties of undefined (reading '#index')").
+  const done = startCopy([new Float32Array(1)], "cpu");
+  for (const after of [[, done], new Array(2), [done, , done]]) {
+    assert.throws(() => startCopy([new Float32Array(2)], "cpu", { after: after as never }), {
+      name: "TypeError",
+      message: /^Invalid option after\[[01]\]: expected an AsyncCopyHandle.*got undefined$/,
+    });
+  }
+});
+
+Deno.test("startCopy({ after }) uses the list it checked, whatever a Proxy of it answers later", () => {
+  const done = startCopy([new Float32Array(1)], "cpu");
+  let reads = 0;
+  // The first read of each index gives a handle, later ones something else.
+  const shifty = new Proxy([done], {
+    get(target, key, receiver) {
+      if (key === "0") return reads++ === 0 ? done : 42;
+      return Reflect.get(target, key, receiver);
+    },
+  });
+  const copy = startCopy([new Float32Array(2)], "cpu", { after: shifty as never });
+  assert.equal(copy.ready(), true);
+  assert.equal(reads, 1);
 });
 
 Deno.test("dispose({ after }) and disposeAll({ after }) refuse a bad after and dispose nothing", () => {
@@ -89,4 +124,60 @@ Deno.test("launch() refuses blocks and shared memory past the kernel's limits be
     () => unknown.launch({ grid: 1, block: [32, 64], args: [1] }),
     /at most 1024 threads per block/,
   );
+});
+
+Deno.test("new GpuWork() throws TypeError, and later copies are unharmed", async () => {
+  // Forged work entered the queues that every startCopy polls: each later
+  // copy, CPU ones included, threw "Invalid FFI i32 type, expected integer".
+  const Forge = GpuWork as unknown as new (...args: unknown[]) => unknown;
+  assert.throws(() => new Forge(), {
+    name: "TypeError",
+    message: /^Cannot construct a GpuWork directly/,
+  });
+  assert.throws(() => new Forge(0, 0, 1, "forged"), TypeError);
+  const [copied] = await startCopy([new Float32Array([1, 2])], "cpu").get();
+  assert.deepEqual([...copied.toTypedArray()], [1, 2]);
+});
+
+Deno.test("new CudaStream() and new CudaModule() throw TypeError naming the way to make one", () => {
+  // Private only to TypeScript: a forged stream or module carried a made-up
+  // address that dispose() would hand to the driver.
+  for (
+    const [Forge, way] of [[CudaStream, /createStream/], [CudaModule, /loadModule/]] as const
+  ) {
+    const Constructor = Forge as unknown as new (...args: unknown[]) => unknown;
+    assert.throws(() => new Constructor(0, 4096, 0), { name: "TypeError", message: way });
+  }
+});
+
+Deno.test("launch() checks args and after before the default stream is made, and reads only the config's own keys", () => {
+  const owner = { assertLive() {}, begin() {}, end: () => {} };
+  const kernel = new Kernel(owner, 0, 0, "k", ["u32", "ptr"]);
+  const bad: [Record<string, unknown>, RegExp][] = [
+    [{ args: null }, /Invalid args: expected an array/],
+    [{ args: [1] }, /Invalid args: kernel "k" takes 2 arguments/],
+    [{ args: [-1, 0n] }, /Invalid args\[0\]/],
+    [{ args: [1, 0n], after: 5 }, /Invalid after: expected/],
+  ];
+  for (const [config, message] of bad) {
+    // Was a CudaError here (no driver: the default stream could not be
+    // made), and a stream made for nothing on a GPU.
+    assert.throws(
+      () => kernel.launch({ grid: 1, block: 1, ...config } as never),
+      (error: Error) => error instanceof TypeError || error instanceof RangeError,
+      Deno.inspect(config),
+    );
+    assert.throws(() => kernel.launch({ grid: 1, block: 1, ...config } as never), message);
+  }
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.polluted = 1;
+  try {
+    // Was 'Invalid config option "polluted"' for every launch.
+    assert.throws(
+      () => kernel.launch({ grid: 1, block: 1, args: null } as never),
+      /Invalid args: expected an array/,
+    );
+  } finally {
+    delete prototype.polluted;
+  }
 });

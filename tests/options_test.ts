@@ -29,3 +29,19 @@ Deno.test("resolveOptions() throws TypeError for wrong types and unknown keys", 
   });
   assert.throws(() => resolveOptions(null as never), TypeError);
 });
+
+Deno.test("resolveOptions() reads own options only: keys on Object.prototype change no copy", () => {
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.usePinnedStaging = "yes";
+  prototype.maxPackedChunkBytes = 1;
+  try {
+    // Was: TypeError "Invalid option usePinnedStaging: expected a boolean, got yes".
+    const resolved = resolveOptions({});
+    assert.equal(resolved.usePinnedStaging, true);
+    assert.equal(resolved.maxPackedChunkBytes, 32 * 1024 * 1024);
+    assert.equal(resolveOptions({ usePinnedStaging: false }).usePinnedStaging, false);
+  } finally {
+    delete prototype.usePinnedStaging;
+    delete prototype.maxPackedChunkBytes;
+  }
+});

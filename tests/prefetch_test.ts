@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { prefetch, Tensor } from "../mod.ts";
+import { hostArena, prefetch, Tensor } from "../mod.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
@@ -298,4 +298,189 @@ Deno.test("disposePrevious disposes only what the copies made: a tensor every ba
   }
   assert.equal(steps, 4);
   assert.equal(constant.disposed, false);
+});
+
+Deno.test("an iterator whose next() gives no object fails that iteration with TypeError, after the batches before it", async () => {
+  // `for await` throws TypeError here too; the loop must neither end early
+  // as if the source were exhausted nor leave an unhandled rejection.
+  const source = {
+    [Symbol.iterator]() {
+      let i = 0;
+      return {
+        next: () => (i++ === 0 ? { value: { ids: new Int32Array([7]) }, done: false } : undefined),
+      };
+    },
+  } as unknown as Iterable<{ ids: Int32Array }>;
+  const seen: number[] = [];
+  await assert.rejects(
+    async () => {
+      for await (const batch of prefetch(source, "cpu")) {
+        seen.push(batch.ids.toTypedArray()[0] as number);
+      }
+    },
+    { name: "TypeError", message: /next\(\) gave undefined, expected an object/ },
+  );
+  assert.deepEqual(seen, [7]);
+});
+
+Deno.test("an iterator result whose done getter throws fails that iteration with the getter's error", async () => {
+  const source = {
+    [Symbol.iterator]() {
+      return {
+        next: () => ({
+          get done(): boolean {
+            throw new Error("done getter failed");
+          },
+          value: undefined,
+        }),
+      };
+    },
+  } as unknown as Iterable<{ ids: Int32Array }>;
+  await assert.rejects(async () => {
+    for await (const _ of prefetch(source, "cpu")) { /* no batch */ }
+  }, /done getter failed/);
+});
+
+Deno.test("a sync source of promises of batches: each promise is awaited and its batch copied, as for await does", async () => {
+  const source = [0, 1, 2].map((i) => Promise.resolve({ ids: new Int32Array([i]) }));
+  const seen: number[] = [];
+  for await (const batch of prefetch(source, "cpu")) {
+    assert.ok(batch.ids instanceof Tensor, "the batch was not copied");
+    seen.push(batch.ids.toTypedArray()[0] as number);
+  }
+  assert.deepEqual(seen, [0, 1, 2]);
+});
+
+Deno.test("a sync source's rejected promise fails its iteration and closes the source", async () => {
+  let closed = false;
+  const source = {
+    [Symbol.iterator]() {
+      let i = 0;
+      return {
+        next: () => ({
+          value: i++ === 0 ? Promise.resolve({ ids: new Int32Array(1) }) : Promise.reject(
+            new Error("load failed"),
+          ),
+          done: false,
+        }),
+        return: () => {
+          closed = true;
+          return { value: undefined, done: true as const };
+        },
+      };
+    },
+  } as Iterable<Promise<{ ids: Int32Array }>>;
+  let steps = 0;
+  await assert.rejects(async () => {
+    for await (const _ of prefetch(source, "cpu", { depth: 1 })) steps++;
+  }, /load failed/);
+  assert.equal(steps, 1);
+  assert.equal(closed, true);
+});
+
+Deno.test("a source whose return() never settles: the copies in flight and the last result are disposed all the same", async () => {
+  const pool = addressPool();
+  const inputs = Array.from({ length: 6 }, () => pooledTensor(pool, -1));
+  let i = 0;
+  const source: AsyncIterable<{ t: Tensor }> = {
+    [Symbol.asyncIterator]: () => ({
+      next: () => Promise.resolve({ value: { t: inputs[i++ % inputs.length] }, done: false }),
+      return: () => new Promise<IteratorResult<{ t: Tensor }>>(() => {}),
+    }),
+  };
+  const loop = prefetch(source, "cpu", { depth: 3, disposePrevious: true });
+  const first = await loop.next();
+  assert.equal(first.done, false);
+  // Leaving hangs on the source's return(), as `for await` would; what the
+  // loop made must not hang with it.
+  void loop.return(undefined);
+  for (const input of inputs) input.dispose();
+  for (let turn = 0; turn < 50 && pool.stats().inUseBytes > 0; turn++) {
+    await new Promise((resolve) => setTimeout(resolve, 0));
+  }
+  assert.equal((first.value as { t: Tensor }).t.disposed, true, "the last result was kept");
+  assert.equal(pool.stats().inUseBytes, 0, "a result of a copy in flight kept its block");
+});
+
+Deno.test("a prefetch that is never iterated never opens its source", async () => {
+  let opened = 0;
+  const source = {
+    [Symbol.iterator]() {
+      opened++;
+      return [{ ids: new Int32Array(1) }][Symbol.iterator]();
+    },
+  };
+  const loop = prefetch(source, "cpu");
+  await loop.return(undefined); // an async generator not started runs no finally
+  assert.equal(opened, 0);
+  for await (const _ of prefetch(source, "cpu")) { /* one batch */ }
+  assert.equal(opened, 1);
+});
+
+Deno.test("prefetch() rejects a bad after at once, not at the first step", () => {
+  let opened = false;
+  const source = {
+    *[Symbol.iterator]() {
+      opened = true;
+      yield { ids: new Int32Array(1) };
+    },
+  };
+  for (const after of [5, [{}], new Array(1)]) {
+    assert.throws(() => prefetch(source, "cpu", { after: after as never }), {
+      name: "TypeError",
+      message: /^Invalid option after/,
+    });
+  }
+  assert.equal(opened, false);
+});
+
+Deno.test("a source that recycles a ring of depth + 1 arenas sees every batch intact on the CPU target, sync or async", async () => {
+  // On "cpu" a result is its batch's memory: one arena reset for every
+  // batch read 2,3,3,3 for batches 0..3 (pulled ahead while in use); a
+  // ring of depth arenas tears too (this test then fails).
+  for (const depth of [1, 2, 3]) {
+    const ring = Array.from({ length: depth + 1 }, () => hostArena(256));
+    const build = (step: number) => {
+      const arena = ring[step % ring.length];
+      arena.reset();
+      return { step: arena.int32(4).fill(step) };
+    };
+    const syncLoader = function* () {
+      for (let step = 0; step < 3 * ring.length; step++) yield build(step);
+    };
+    const asyncLoader = async function* () {
+      for (let step = 0; step < 3 * ring.length; step++) {
+        await new Promise((resolve) => setTimeout(resolve, 0));
+        yield build(step);
+      }
+    };
+    for (const loader of [syncLoader, asyncLoader]) {
+      const seen: number[] = [];
+      for await (const batch of prefetch(loader(), "cpu", { depth })) {
+        // The loop body takes a while: the pump fills the queue meanwhile.
+        for (let turn = 0; turn < 3; turn++) await new Promise((r) => setTimeout(r, 0));
+        const values = [...batch.step.toTypedArray()] as number[];
+        assert.ok(values.every((v) => v === values[0]), `torn batch ${values}`);
+        seen.push(values[0]);
+      }
+      const expected = Array.from({ length: 3 * ring.length }, (_, i) => i);
+      assert.deepEqual(seen, expected, `${loader.name}, depth ${depth}`);
+    }
+    for (const arena of ring) arena.dispose();
+  }
+});
+
+Deno.test("prefetch() reads its own options only: depth or disposePrevious on Object.prototype changes nothing", async () => {
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.depth = 0;
+  prototype.disposePrevious = true;
+  try {
+    // Was: RangeError "Invalid prefetch depth 0" for every prefetch.
+    const kept: Tensor[] = [];
+    for await (const batch of prefetch(batches(3), "cpu", {})) kept.push(batch.ids);
+    assert.ok(kept.every((t) => !t.disposed), "results disposed by an inherited disposePrevious");
+  } finally {
+    delete prototype.depth;
+    delete prototype.disposePrevious;
+  }
 });

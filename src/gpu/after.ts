@@ -40,7 +40,7 @@ import {
   streamDevice,
   streamTail,
 } from "./stream.ts";
-import { enqueueWorkWait, GpuWork, holdUntilDone, whenWorkQueued } from "./work.ts";
+import { enqueueWorkWait, GpuWork, holdUntilDone, makeWork, whenWorkQueued } from "./work.ts";
 
 /** Work that other work can be ordered after, on the GPU. */
 export type After = AsyncCopyHandle<unknown> | GpuWork | CudaStream;
@@ -66,9 +66,13 @@ const scratch: number[] = [];
  * @throws {TypeError} for anything that is not an `After`, or a disposed stream
  */
 export function checkAfter(after: unknown, what: string, list = false): After[] {
-  const items = list && Array.isArray(after) ? after : [after];
+  const many = list && Array.isArray(after);
+  // A copy of the list, holes read as undefined (and refused): forEach
+  // skipped holes, which then reached the ordering as undefined items; and
+  // what is used later is what was checked, whatever happens to the list.
+  const items: unknown[] = many ? Array.from(after as unknown[]) : [after];
   items.forEach((item, i) => {
-    const name = items === after ? `${what}[${i}]` : what;
+    const name = many ? `${what}[${i}]` : what;
     if (item instanceof CudaStream) {
       if (item.disposed) throw new TypeError(`Invalid ${name}: the stream was disposed`);
     } else if (!(item instanceof AsyncCopyHandle) && !(item instanceof GpuWork)) {
@@ -219,7 +223,7 @@ export class OrderedRelease {
         releaseEvent(device, event);
         throw error;
       }
-      marker = new GpuWork(device, address, event, "a deferred release");
+      marker = makeWork(device, address, event, "a deferred release");
       markers.set(stream, marker);
     }
     return marker;

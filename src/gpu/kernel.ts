@@ -33,7 +33,7 @@ import {
   describe,
   streamAddress,
 } from "./stream.ts";
-import { deferWork, GpuWork, reapWork } from "./work.ts";
+import { deferWork, type GpuWork, makeWork, reapWork } from "./work.ts";
 
 /**
  * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
@@ -202,7 +202,9 @@ export class Kernel {
     if (typeof config !== "object" || config === null) {
       throw new TypeError(`Invalid config: expected an object, got ${describe(config)}`);
     }
-    for (const key in config) {
+    // Own keys, as startCopy reads its options: an enumerable key someone
+    // put on Object.prototype made every launch throw.
+    for (const key of Object.keys(config)) {
       if (!KNOWN.has(key)) {
         throw new TypeError(
           `Invalid config option "${key}": expected one of ${[...KNOWN].join(", ")}`,
@@ -228,11 +230,13 @@ export class Kernel {
       );
     }
     u32[6] = shared;
+    const after = config.after === undefined ? undefined : checkAfter(config.after, "after", true);
+    const holds = this.#writeArgs(config.args);
+    // Last: every argument is checked before the default stream's first
+    // use creates it (a CUDA call).
     const stream = config.stream === undefined
       ? defaultStreamOf(this.#device)
       : checkStream(config.stream, "stream", this.#device);
-    const after = config.after === undefined ? undefined : checkAfter(config.after, "after", true);
-    const holds = this.#writeArgs(config.args);
     const address = streamAddress(stream);
     const notQueued = notQueuedYet(after, this.#device, address);
     if (notQueued !== undefined) return this.#launchLater(stream, after ?? [], holds, notQueued);
@@ -240,7 +244,7 @@ export class Kernel {
     const event = this.#queue(address, this.#config);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return new GpuWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    return makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
   }
 
   /** Launches on `stream` with `config`; returns the event recorded after it. */

@@ -110,11 +110,21 @@ export function loadModule(
   }
   const device = parseCudaDevice(options?.device ?? "cuda:0", "device");
   return moduleLoadOffThread(device, bytes).then((loaded) => {
-    if ("module" in loaded) return new CudaModule(device, loaded.module);
+    if ("module" in loaded) {
+      constructing = true;
+      try {
+        return new CudaModule(device, loaded.module);
+      } finally {
+        constructing = false;
+      }
+    }
     const op = `load a module on ${deviceName(device)}`;
     throw new ModuleLoadError(cudaError(loaded.status, op), loaded.log.trim());
   });
 }
+
+// Set only while loadModule constructs a CudaModule.
+let constructing = false;
 
 /**
  * Device code loaded on one device by {@linkcode loadModule}: look its
@@ -137,8 +147,14 @@ export class CudaModule {
   /** Kernels looked up so far, by name: the driver is asked once per name. */
   readonly #functions = new Map<string, number>();
 
-  /** Library-internal: made by {@linkcode loadModule}. */
+  /**
+   * Library-internal: made by {@linkcode loadModule} (`new CudaModule()`
+   * throws a `TypeError`).
+   */
   constructor(device: DeviceIndex, address: number) {
+    if (!constructing) {
+      throw new TypeError("Cannot construct a CudaModule directly: use loadModule()");
+    }
     this.#device = device;
     this.#address = address;
     this.#owner = {

@@ -42,6 +42,9 @@ let addressOf: (stream: CudaStream) => number;
 let indexOf: (stream: CudaStream) => DeviceIndex;
 let make: (index: DeviceIndex, address: number, kind: number) => CudaStream;
 
+// Set only while the library constructs a CudaStream.
+let constructing = false;
+
 /**
  * A CUDA stream of one device: work queued on it runs in order; work on
  * different streams may overlap. Order streams against each other with
@@ -71,6 +74,13 @@ export class CudaStream {
   #closing = false;
 
   private constructor(index: DeviceIndex, address: number, kind: number) {
+    // Private only to TypeScript: a forged stream (a made-up address that
+    // dispose() would destroy) is refused at run time.
+    if (!constructing) {
+      throw new TypeError(
+        "Cannot construct a CudaStream directly: use createStream(), defaultStream() or CudaStream.fromHandle()",
+      );
+    }
     this.#index = index;
     this.#device = deviceName(index);
     this.#address = address;
@@ -83,7 +93,14 @@ export class CudaStream {
       return stream.#address;
     };
     indexOf = (stream) => stream.#index;
-    make = (index, address, kind) => new CudaStream(index, address, kind);
+    make = (index, address, kind) => {
+      constructing = true;
+      try {
+        return new CudaStream(index, address, kind);
+      } finally {
+        constructing = false;
+      }
+    };
   }
 
   /**
@@ -129,7 +146,7 @@ export class CudaStream {
       );
     }
     if (status !== 0) throw cudaError(status, `use stream ${handle} on ${deviceName(index)}`);
-    return new CudaStream(index, address, FOREIGN);
+    return make(index, address, FOREIGN);
   }
 
   /** `"cuda:N"`. */

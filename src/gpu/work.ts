@@ -105,7 +105,7 @@ export function deferWork(
   holds?: Releasable[],
   onSettle?: () => void,
 ): GpuWork {
-  const work = new GpuWork(device, stream, 0, what, holds, onSettle);
+  const work = makeWork(device, stream, 0, what, holds, onSettle);
   setStreamTail(device, stream, { work, queued: issuedOf(work)! });
   ready.then(() => {
     clearStreamTail(device, stream, work);
@@ -125,6 +125,39 @@ export function deferWork(
  * Holds `held` until `work` settles; false (and nothing held) when it
  * already has. The caller has taken the hold (a retain) that this releases.
  */
+// Set only while makeWork constructs: users cannot construct GpuWork.
+let constructing = false;
+let construct: (
+  device: DeviceIndex,
+  stream: number,
+  event: number,
+  what: string,
+  holds?: Releasable[],
+  onSettle?: () => void,
+) => GpuWork;
+
+/**
+ * Library-internal: work queued on `stream` (an address) of `device`,
+ * whose completion `event` (of `device`, from the pool) was recorded after
+ * it (0: not queued yet, see {@linkcode deferWork}); `holds` (already
+ * taken) are released and `onSettle` called once it completes or fails.
+ */
+export function makeWork(
+  device: DeviceIndex,
+  stream: number,
+  event: number,
+  what: string,
+  holds?: Releasable[],
+  onSettle?: () => void,
+): GpuWork {
+  constructing = true;
+  try {
+    return construct(device, stream, event, what, holds, onSettle);
+  } finally {
+    constructing = false;
+  }
+}
+
 export function holdUntilDone(work: GpuWork, held: Releasable): boolean {
   return hold(work, held);
 }
@@ -214,6 +247,8 @@ export class GpuWork {
   #resolveIssued: (() => void) | undefined;
 
   static {
+    construct = (device, stream, event, what, holds, onSettle) =>
+      new GpuWork(device, stream, event, what, holds, onSettle);
     hold = (work, held) => {
       if (work.#state !== PENDING || (work.#event !== 0 && work.ready())) return false;
       (work.#holds ??= []).push(held);
@@ -235,12 +270,11 @@ export class GpuWork {
   }
 
   /**
-   * Library-internal: work queued on `stream` (an address) of `device`,
-   * whose completion `event` (of `device`, from the pool) was recorded after
-   * it (0: not queued yet, see {@linkcode deferWork}); `holds` (already
-   * taken) are released and `onSettle` called once it completes or fails.
+   * Library-internal: `Kernel.launch` and the library make work (`new
+   * GpuWork()` throws a `TypeError`: forged work entered the queues that
+   * every later copy polls, and made each of them throw).
    */
-  constructor(
+  private constructor(
     device: DeviceIndex,
     stream: number,
     event: number,
@@ -248,6 +282,9 @@ export class GpuWork {
     holds?: Releasable[],
     onSettle?: () => void,
   ) {
+    if (!constructing) {
+      throw new TypeError("Cannot construct a GpuWork directly: Kernel.launch() makes them");
+    }
     this.#device = device;
     this.#stream = stream;
     this.#event = event;

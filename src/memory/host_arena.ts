@@ -21,6 +21,7 @@ import {
   unregisterArena,
 } from "../arena_index.ts";
 import { deviceCount } from "../device.ts";
+import { shown } from "../shown.ts";
 
 /** Every view an arena hands out starts at a multiple of this. */
 export const ARENA_ALIGNMENT = 16;
@@ -81,6 +82,18 @@ function className(cls: unknown): string {
   return cls === null ? "null" : typeof cls;
 }
 
+/** Checks a size argument: TypeError for a non-number, RangeError out of range. */
+function checkCount(value: unknown, name: string, min: number): void {
+  if (typeof value !== "number") {
+    throw new TypeError(`Invalid hostArena ${name}: expected a number, got ${shown(value)}`);
+  }
+  if (!Number.isSafeInteger(value) || value < min) {
+    throw new RangeError(
+      `Invalid hostArena ${name}: expected a whole number >= ${min}, got ${shown(value)}`,
+    );
+  }
+}
+
 // Set by HostArena's static block: the constructor is not the users' to call.
 let construct: (bytes: number) => HostArena;
 const CONSTRUCT = Symbol("HostArena");
@@ -117,9 +130,7 @@ export class HostArena {
     if (key !== CONSTRUCT) {
       throw new TypeError("Cannot construct a HostArena directly: use hostArena(bytes)");
     }
-    if (!Number.isSafeInteger(bytes) || bytes < 1) {
-      throw new RangeError(`hostArena: bytes must be a whole number >= 1, got ${bytes}`);
-    }
+    checkCount(bytes, "bytes", 1);
     this.#bytes = bytes;
     if (deviceCount() > 0) {
       const address = hostAlloc(bytes);
@@ -225,7 +236,9 @@ export class HostArena {
    * @throws {TypeError} for a class that is not a TypedArray class (its
    * `BYTES_PER_ELEMENT` is not 1, 2, 4 or 8, as for `DataView`), or that
    * made something other than a view of `length` elements at the offset
-   * @throws {RangeError} when the arena has no room left, naming the sizes
+   * @throws {TypeError} for a length that is not a number
+   * @throws {RangeError} for a length that is not a whole number >= 0, or
+   * when the arena has no room left, naming the sizes
    */
   array<A extends ArrayBufferView>(cls: ArrayClass<A>, length: number): A {
     if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
@@ -236,9 +249,7 @@ export class HostArena {
           `got ${className(cls)}`,
       );
     }
-    if (!Number.isSafeInteger(length) || length < 0) {
-      throw new RangeError(`hostArena: length must be a whole number >= 0, got ${length}`);
-    }
+    checkCount(length, "length", 0);
     const bytes = length * (size as number);
     const offset = Math.ceil(this.#used / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
     const end = offset + bytes;
@@ -248,7 +259,17 @@ export class HostArena {
           `${this.#bytes} used); make the arena larger or reset() it`,
       );
     }
+    const used = this.#used;
     const view = new cls(this.#owned.buffer, offset, length);
+    // A class of the user's that called back into this arena (array(),
+    // reset(), dispose()) handed out or freed these bytes meanwhile.
+    if (this.#used !== used || this.#disposed) {
+      throw new TypeError(
+        `Invalid hostArena class: ${
+          className(cls)
+        } used the arena while it was making a view of it`,
+      );
+    }
     // Handed out only once it is what it claims: a view of exactly those bytes.
     if (
       !ArrayBuffer.isView(view) || view.buffer !== this.#owned.buffer ||
@@ -268,9 +289,11 @@ export class HostArena {
    * alias new ones: build the next batch only once the previous copy's
    * `get()` resolved).
    *
-   * @throws {Error} while a copy in flight reads the arena
+   * @throws {Error} while a copy in flight reads the arena, or once the
+   * arena was disposed
    */
   reset(): void {
+    if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
     this.#checkIdle("reset");
     this.#used = 0;
   }
@@ -320,6 +343,7 @@ export class HostArena {
  *
  * @param bytes the arena's size
  * @returns the arena
+ * @throws {TypeError} for a size that is not a number
  * @throws {RangeError} for a size that is not a whole number >= 1
  * @throws {CudaError} when pinned memory cannot be allocated
  *

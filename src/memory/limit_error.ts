@@ -4,6 +4,8 @@
  * @module
  */
 
+import { shown } from "../shown.ts";
+
 /** What a {@linkcode MemoryLimitError} reports. */
 export interface MemoryLimitErrorOptions {
   /** The memory that did not fit: `"pinned"` or a device name (`"cuda:0"`). */
@@ -59,8 +61,17 @@ export class MemoryLimitError extends Error {
   /** How long the copy waited, in ms; undefined when it could never fit. */
   readonly waitedMs: number | undefined;
 
-  /** Creates the error; the library throws it, users only catch it. */
+  /**
+   * Creates the error; the library throws it, users only catch it.
+   *
+   * @throws {TypeError} for options that are not an object
+   */
   constructor(options: MemoryLimitErrorOptions) {
+    if (typeof options !== "object" || options === null) {
+      throw new TypeError(
+        `Invalid MemoryLimitError options: expected an object, got ${shown(options)}`,
+      );
+    }
     const { memory, neededBytes, limitBytes, inUseBytes, waitedMs, variable } = options;
     const raise = `raise the limit (${variable} or setMemoryLimits)`;
     super(

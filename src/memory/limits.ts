@@ -86,7 +86,8 @@ export function parseLimit(text: string, name: string): number {
 function describe(value: unknown): string {
   if (typeof value === "string") return JSON.stringify(value);
   if (value === null) return "null";
-  if (typeof value === "object" || typeof value === "function") return `a ${typeof value}`;
+  if (typeof value === "object") return "an object";
+  if (typeof value === "function") return "a function";
   return String(value);
 }
 

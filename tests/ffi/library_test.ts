@@ -390,3 +390,35 @@ Deno.test({
     assert.ok(reasons.every((reason) => reason !== "shim-unavailable"), reasons.join(", "));
   },
 });
+
+Deno.test("MTC_SHIM_PATH naming a file in the working directory without a slash loads that file", async () => {
+  // dlopen() searches the system's library path for a bare name: the file
+  // checked in the working directory was not the one opened.
+  const dir = await Deno.makeTempDir();
+  const file = `shim-in-cwd-${crypto.randomUUID()}.so`;
+  await Deno.copyFile(
+    `${root}native/prebuilt/${PREBUILT_SHIMS[platformKey()].file}`,
+    `${dir}/${file}`,
+  );
+  const script = `${dir}/status.ts`;
+  await Deno.writeTextFile(script, reportStatus);
+  try {
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--no-check", ...ALL, script],
+      cwd: dir,
+      env: {
+        PATH: Deno.env.get("PATH") ?? "",
+        HOME: Deno.env.get("HOME") ?? "/",
+        MTC_SHIM_PATH: file,
+      },
+      clearEnv: true,
+    }).output();
+    const stdout = new TextDecoder().decode(output.stdout);
+    assert.equal(output.code, 0, new TextDecoder().decode(output.stderr));
+    const status = parse(stdout);
+    assert.notEqual(status.reason, "shim-unavailable", status.message);
+    assert.equal(status.shimPath, file);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});

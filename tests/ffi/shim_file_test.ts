@@ -555,3 +555,47 @@ Deno.test({
     );
   },
 });
+
+Deno.test("a time limit longer than a timer can hold (or Infinity) does not cut the download at once", async () => {
+  // setTimeout fires at once for a delay past 2^31 - 1 ms: such a limit
+  // aborted every download after 1 ms, however fast the server.
+  const answered = Promise.withResolvers<void>();
+  const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen() {} }, async () => {
+    // Answer only once the request has been in flight a little while.
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    answered.resolve();
+    return new Response(shimBytes as Uint8Array<ArrayBuffer>);
+  });
+  const moduleUrl = `http://127.0.0.1:${server.addr.port}/ffi/`;
+  try {
+    for (const value of ["3000000000", "Infinity"]) {
+      const cache = await Deno.makeTempDir();
+      const env = (name: string) =>
+        name === "MTC_DOWNLOAD_TIMEOUT_MS" ? value : envFor(cache)(name);
+      const found = await within(locateShim({ moduleUrl, env }), 20);
+      found.release();
+      assert.equal(found.origin, "download", `MTC_DOWNLOAD_TIMEOUT_MS=${value}`);
+      await Deno.remove(cache, { recursive: true });
+    }
+    await answered.promise;
+  } finally {
+    await server.shutdown();
+  }
+});
+
+Deno.test("a relative XDG_CACHE_HOME is ignored, as the XDG spec asks: the cache is under HOME", async () => {
+  const home = await Deno.makeTempDir();
+  const { server, moduleUrl } = servePrebuilt();
+  const env = (name: string) =>
+    name === "XDG_CACHE_HOME" ? "relative-cache" : name === "HOME" ? home : undefined;
+  try {
+    const found = await locateShim({ moduleUrl, env });
+    found.release();
+    // Was "relative-cache/mtc-core/...", under the working directory.
+    assert.equal(found.path, cachePath(`${home}/.cache`, shim));
+  } finally {
+    await server.shutdown();
+    await Deno.remove(home, { recursive: true });
+    await Deno.remove("relative-cache", { recursive: true }).catch(() => {});
+  }
+});

@@ -46,6 +46,8 @@ Deno.test("dispose() empties every view and makes the arena unusable", () => {
   arena.dispose();
   assert.equal(view.length, 0);
   assert.throws(() => arena.float32(1), { message: "Cannot use a disposed hostArena" });
+  // reset() of a disposed arena succeeded silently (and set usedBytes to 0).
+  assert.throws(() => arena.reset(), { message: "Cannot use a disposed hostArena" });
   arena.dispose(); // twice is fine
 });
 
@@ -99,4 +101,26 @@ Deno.test("hostArena() is the one way to make an arena: new HostArena() throws T
   });
   using arena = hostArena(64);
   assert.ok(arena instanceof HostArena);
+});
+
+Deno.test("array() refuses a class that uses the arena while making its view: no two views share bytes", () => {
+  using arena = hostArena(256);
+  let inner: Float32Array | undefined;
+  class Reentrant extends Float32Array {
+    constructor(buffer: ArrayBuffer, offset: number, length: number) {
+      super(buffer, offset, length);
+      // Handed out the same bytes as the view being made, before the fix.
+      inner ??= arena.float32(length);
+    }
+  }
+  assert.throws(() => arena.array(Reentrant, 4), {
+    name: "TypeError",
+    message: /used the arena while it was making a view of it/,
+  });
+  const next = arena.float32(4);
+  assert.ok(inner !== undefined);
+  assert.ok(
+    next.byteOffset >= inner.byteOffset + inner.byteLength,
+    `a later view (at ${next.byteOffset}) overlaps the inner one`,
+  );
 });

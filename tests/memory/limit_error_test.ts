@@ -34,3 +34,14 @@ Deno.test("MemoryLimitError says what did not fit, against which limit, and what
   );
   assert.match(waited.message, /Dispose results you no longer need/);
 });
+
+Deno.test("new MemoryLimitError() without an options object throws TypeError naming them", () => {
+  const Construct = MemoryLimitError as unknown as new (options?: unknown) => Error;
+  for (const options of [undefined, null, 5]) {
+    // Was "Cannot destructure property 'memory' of 'options' as it is undefined."
+    assert.throws(() => new Construct(options), {
+      name: "TypeError",
+      message: /^Invalid MemoryLimitError options: expected an object/,
+    });
+  }
+});
