@@ -111,6 +111,14 @@ export interface Releasable {
 export const otherWork: ((everyOne: boolean) => void)[] = [];
 
 const inFlight = new Set<AsyncCopyHandle<unknown>>();
+
+// The constructor's key: only this module's createCopyHandle holds it.
+const CONSTRUCT = Symbol("AsyncCopyHandle");
+
+/** Makes the handle of a copy (library-internal: `startCopy` and tests). */
+export function createCopyHandle<R>(job: CopyJob<R>): AsyncCopyHandle<R> {
+  return new AsyncCopyHandle(job, CONSTRUCT);
+}
 let queuedOf: (handle: AsyncCopyHandle<unknown>) => Promise<void> | undefined;
 let waitOf: (handle: AsyncCopyHandle<unknown>, device: number, stream: number) => void;
 
@@ -190,11 +198,17 @@ export class AsyncCopyHandle<R> {
   readonly #events: EventOps;
 
   /**
-   * Created by `startCopy` only (the package exports this class as a type).
+   * Created by `startCopy` only (the package exports this class as a type;
+   * `handle.constructor` from user code throws before anything is
+   * registered, since a half-made handle in the in-flight list would break
+   * every later copy).
    *
    * @ignore
    */
-  constructor(job: CopyJob<R>) {
+  constructor(job: CopyJob<R>, key?: symbol) {
+    if (key !== CONSTRUCT) {
+      throw new TypeError("Cannot construct an AsyncCopyHandle directly: startCopy() makes them");
+    }
     this.#job = job;
     this.#stats = job.stats;
     this.#events = job.eventOps ?? CUDA_EVENTS;

@@ -4,7 +4,7 @@
  * @module
  */
 
-import { type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
+import { type After, afterOption, type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { Tensor } from "./tensor.ts";
 import {
   ARRAY,
@@ -42,8 +42,9 @@ import { MAX_DEPTH } from "./walk/walk.ts";
  * ```
  */
 export function disposeAll(value: unknown, options?: DisposeOptions): void {
-  if (options?.after !== undefined) {
-    const after = new OrderedRelease(options.after, "option after");
+  const ownAfter = afterOption(options);
+  if (ownAfter !== undefined) {
+    const after = new OrderedRelease(ownAfter as After, "option after");
     disposeDeep(value, (tensor) => tensor.dispose({ after: after as never }));
     return;
   }

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { AsyncCopyHandle, reapFinished } from "./copy_handle.ts";
+import { type AsyncCopyHandle, createCopyHandle, reapFinished } from "./copy_handle.ts";
 import { DEBUG, logCopy, traceCopy } from "./debug.ts";
 import { CPU, parseDevice } from "./device.ts";
 import type { TypedArray } from "./dtype.ts";
@@ -173,9 +173,11 @@ export function startCopy<T>(
   const started = DEBUG ? performance.now() : 0;
   const resolved = resolveOptions(options);
   const target = parseDevice(device);
-  const after = options?.after === undefined
-    ? undefined
-    : checkAfter(options.after, "option after", true);
+  // Own property only: an enumerable `after` on Object.prototype is not an option.
+  const ownAfter = options !== undefined && options !== null && Object.hasOwn(options, "after")
+    ? options.after
+    : undefined;
+  const after = ownAfter === undefined ? undefined : checkAfter(ownAfter, "option after", true);
   const route = new Route(target, resolved, pendingChunkStorage);
   let result: CopyResult<T>;
   try {
@@ -205,7 +207,7 @@ export function startCopy<T>(
     holdOutputsUntilQueued(route.outputs, job.submitted);
   }
   if (trace) trace.submitted = performance.now();
-  return new AsyncCopyHandle<CopyResult<T>>({
+  return createCopyHandle<CopyResult<T>>({
     ...job,
     outputs: result,
     complete: () => {

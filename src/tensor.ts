@@ -19,7 +19,7 @@ import {
   type TypedArray,
   typedArrayNameOf,
 } from "./dtype.ts";
-import { type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
+import { type After, afterOption, type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkTensorArgs, isDetached } from "./tensor_args.ts";
@@ -71,6 +71,9 @@ export interface TensorFields {
   storage: Storage | undefined;
 }
 
+// The constructor's key: only this module's factories hold it.
+const CONSTRUCT = Symbol("Tensor");
+
 /**
  * A tensor: `dtype`, `shape` and bytes on the CPU or a CUDA device.
  *
@@ -102,11 +105,19 @@ export class Tensor {
 
   /** `contents`: the host data wrapped, or the byte length of a tensor to be bound. */
   private constructor(
+    key: symbol,
     dtype: DType,
     shape: readonly number[],
     device: DeviceIndex,
     contents: number | TypedArray,
   ) {
+    // Private only to TypeScript: at run time a forged tensor would have
+    // neither data nor storage, yet pass every check of a copy.
+    if (key !== CONSTRUCT) {
+      throw new TypeError(
+        "Cannot construct a Tensor directly: use Tensor.from(data, shape?, dtype?)",
+      );
+    }
     this.#dtype = dtype;
     this.#shape = shape;
     this.#deviceIndex = device;
@@ -147,9 +158,9 @@ export class Tensor {
 
   static {
     tensorInternals.create = (dtype, shape, device, contents) =>
-      new Tensor(dtype, shape, device, contents);
+      new Tensor(CONSTRUCT, dtype, shape, device, contents);
     tensorInternals.createBound = (dtype, shape, device, byteLength, storage, offset) => {
-      const tensor = new Tensor(dtype, shape, device, byteLength);
+      const tensor = new Tensor(CONSTRUCT, dtype, shape, device, byteLength);
       tensor.#storage = storage;
       tensor.#offset = offset;
       return tensor;
@@ -167,6 +178,7 @@ export class Tensor {
     };
     tensorInternals.share = (tensor) => {
       const shared = new Tensor(
+        CONSTRUCT,
         tensor.#dtype,
         tensor.#shape,
         tensor.#deviceIndex,
@@ -239,7 +251,7 @@ export class Tensor {
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
     const { type, dims, view } = checkTensorArgs(data, shape, dtype);
-    return new Tensor(type, Object.freeze(dims), CPU, view);
+    return new Tensor(CONSTRUCT, type, Object.freeze(dims), CPU, view);
   }
 
   /** Number of elements. */
@@ -319,11 +331,12 @@ export class Tensor {
    * ```
    */
   dispose(options?: DisposeOptions): void {
+    const after = afterOption(options);
     if (this.#disposed) return;
-    if (options?.after !== undefined) {
-      const release = options.after instanceof OrderedRelease
-        ? options.after
-        : new OrderedRelease(options.after, "option after");
+    if (after !== undefined) {
+      const release = after instanceof OrderedRelease
+        ? after
+        : new OrderedRelease(after as After, "option after");
       release.order(this.#storage, this.#deviceIndex, this.#arena);
     }
     this.#disposed = true;

@@ -13,6 +13,7 @@ import {
   isDType,
   type TypedArray,
 } from "./dtype.ts";
+import { shown } from "./shown.ts";
 
 /** Whether a view's buffer is detached. */
 export function isDetached(view: ArrayBufferView): boolean {
@@ -65,19 +66,25 @@ export function checkTensorArgs(
   }
   const type = dtype ?? natural;
   if (!isDType(type)) {
-    throw new TypeError(`Invalid dtype "${String(type)}"`);
+    throw new TypeError(`Invalid dtype ${shown(type)}: expected one of the DType names`);
   }
   if (!arrayFitsDType(data, type)) {
     throw new TypeError(`Cannot create a "${type}" tensor from a ${data.constructor.name}`);
   }
+  if (shape !== undefined && !Array.isArray(shape)) {
+    throw new TypeError(`Invalid shape ${shown(shape)}: expected an array of dimensions`);
+  }
   const dims = shape === undefined ? [data.length] : [...shape];
   let numel = 1;
-  for (const dim of dims) {
+  for (let i = 0; i < dims.length; i++) {
+    const dim = dims[i];
     if (!Number.isSafeInteger(dim) || dim < 0) {
       throw new RangeError(
-        `Invalid shape [${dims.join(", ")}]: dimensions must be non-negative integers`,
+        `Invalid shape [${dims.map(shown).join(", ")}]: dimensions must be non-negative integers`,
       );
     }
+    // -0 passes the checks above; a shape holds +0 (Object.is tells them apart).
+    dims[i] = dim + 0;
     numel *= dim;
   }
   if (numel !== data.length) {

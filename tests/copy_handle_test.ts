@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { AsyncCopyHandle, type CopyJob, type EventOps } from "../src/copy_handle.ts";
+import { type CopyJob, createCopyHandle, type EventOps } from "../src/copy_handle.ts";
 import { CudaError } from "../mod.ts";
 
 /** Events that complete after `pendingPolls` status queries, or fail with `failWith`. */
@@ -50,7 +50,7 @@ function job<R>(
 Deno.test("a handle is not ready while its events are pending, then completes once and releases them", async () => {
   const { ops, log } = fakeEvents({ pendingPolls: 3 });
   const work = job(ops, "result");
-  const handle = new AsyncCopyHandle(work);
+  const handle = createCopyHandle(work);
   assert.equal(handle.ready(), false);
   assert.equal(await handle.get(), "result");
   assert.equal(handle.ready(), true);
@@ -61,7 +61,7 @@ Deno.test("a handle is not ready while its events are pending, then completes on
 
 Deno.test("get() waits off the main thread when polling does not see the events complete", async () => {
   const { ops, log } = fakeEvents({ pendingPolls: Infinity });
-  const handle = new AsyncCopyHandle(job(ops, 42));
+  const handle = createCopyHandle(job(ops, 42));
   assert.equal(await handle.get(), 42);
   assert.equal(log.waits, 1);
 });
@@ -69,7 +69,7 @@ Deno.test("get() waits off the main thread when polling does not see the events 
 Deno.test("a failed event rejects get() with a CudaError naming it, aborts once and completes never", async () => {
   const { ops, log } = fakeEvents({ failWith: 700 });
   const work = job(ops, "never");
-  const handle = new AsyncCopyHandle(work);
+  const handle = createCopyHandle(work);
   assert.equal(handle.ready(), true);
   await assert.rejects(handle.get(), (error: unknown) => {
     assert.ok(error instanceof CudaError);
@@ -86,7 +86,7 @@ Deno.test("a failure while staging rejects get() with that failure and aborts th
   const { ops } = fakeEvents();
   const staging = Promise.withResolvers<void>();
   const work = job(ops, "never", { submitted: staging.promise });
-  const handle = new AsyncCopyHandle(work);
+  const handle = createCopyHandle(work);
   assert.equal(handle.ready(), false);
   staging.reject(new Error("staging failed"));
   await assert.rejects(handle.get(), /staging failed/);
@@ -95,7 +95,7 @@ Deno.test("a failure while staging rejects get() with that failure and aborts th
 
 Deno.test("stats() returns a snapshot the caller cannot change the handle through", () => {
   const { ops } = fakeEvents();
-  const handle = new AsyncCopyHandle(job(ops, 0));
+  const handle = createCopyHandle(job(ops, 0));
   const stats = handle.stats();
   stats.tensors = 99;
   assert.equal(handle.stats().tensors, 1);

@@ -1,19 +1,14 @@
 /**
- * Review findings in files another helper is rewriting (src/tensor.ts,
- * src/tensor_args.ts, src/dispose.ts): each test states the contract and
- * fails on this branch's code. They are ignored ("needs ...") until the fix
- * named in the test's name lands; `MTC_REVIEW_UNFIXED=1` runs them (each
- * fails), and whoever lands a fix drops its `ignore`.
+ * Findings of the sixth session's review in tensors, their arguments,
+ * disposal and copy handles: forged instances, argument messages that threw
+ * while being built, options read through the prototype chain. Each test
+ * failed on the code before its fix (1c02435).
  */
 import assert from "node:assert/strict";
 import { disposeAll, startCopy, Tensor } from "../mod.ts";
 
-const UNTIL_FIXED = Deno.env.get("MTC_REVIEW_UNFIXED") === undefined;
-
 Deno.test({
-  name:
-    "new Tensor() from user code throws TypeError, as new HostArena() does (needs the fix in src/tensor.ts)",
-  ignore: UNTIL_FIXED,
+  name: "new Tensor() from user code throws TypeError, as new HostArena() does",
   fn: async () => {
     // Tensor's constructor is private only to TypeScript: at run time it
     // makes a CPU tensor with neither data nor storage, which startCopy
@@ -29,8 +24,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "Tensor.from names a shape that is not an array with TypeError, and a hostile dtype without failing on its message (needs the fix in src/tensor_args.ts)",
-  ignore: UNTIL_FIXED,
+    "Tensor.from names a shape that is not an array with TypeError, and a hostile dtype without failing on its message",
   fn: () => {
     for (const shape of [2, null, { length: 1, 0: 2 }, Symbol("s")]) {
       assert.throws(() => Tensor.from(new Float32Array(2), shape as never), {
@@ -54,8 +48,7 @@ Deno.test({
 });
 
 Deno.test({
-  name: "Tensor.from keeps no negative zero in a shape (needs the fix in src/tensor_args.ts)",
-  ignore: UNTIL_FIXED,
+  name: "Tensor.from keeps no negative zero in a shape",
   fn: () => {
     const empty = Tensor.from(new Float32Array(0), [-0]);
     assert.deepEqual(empty.shape, [0]); // shape was [-0]: Object.is(-0, 0) is false
@@ -63,9 +56,7 @@ Deno.test({
 });
 
 Deno.test({
-  name:
-    "dispose() and disposeAll() refuse options that are not an object, as startCopy does (needs the fix in src/tensor.ts, src/dispose.ts)",
-  ignore: UNTIL_FIXED,
+  name: "dispose() and disposeAll() refuse options that are not an object, as startCopy does",
   fn: () => {
     const tensor = Tensor.from(new Float32Array(1));
     for (const options of [5, "after", true]) {
@@ -78,8 +69,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "a forged AsyncCopyHandle (through handle.constructor) throws TypeError and leaves later copies unharmed (needs the fix in src/copy_handle.ts)",
-  ignore: UNTIL_FIXED,
+    "a forged AsyncCopyHandle (through handle.constructor) throws TypeError and leaves later copies unharmed",
   fn: async () => {
     // The constructor registered the handle in the in-flight list before it
     // failed: every later startCopy, CPU ones included, then threw
@@ -105,9 +95,7 @@ console.log(copied.toTypedArray()[0]);`;
 });
 
 Deno.test({
-  name:
-    "an after on Object.prototype changes no copy or disposal (needs the fix in src/start_copy.ts, src/dispose.ts, src/tensor.ts)",
-  ignore: UNTIL_FIXED,
+  name: "an after on Object.prototype changes no copy or disposal",
   fn: async () => {
     // startCopy, disposeAll and dispose read `options?.after` through the
     // prototype chain: every call with an options object then threw

@@ -20,6 +20,7 @@
  * @module
  */
 
+import { shown } from "../shown.ts";
 import { eventCreate, eventRecordOn, streamFence } from "../../ffi/native.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import {
@@ -55,6 +56,21 @@ export interface DisposeOptions {
    * through `Kernel.launch` hold their tensor arguments themselves.
    */
   after?: After;
+}
+
+/**
+ * The `after` of a dispose call's options: an own property only (an
+ * enumerable `after` on `Object.prototype` is no option), undefined when
+ * there is none.
+ *
+ * @throws {TypeError} for options that are neither undefined nor an object
+ */
+export function afterOption(options: unknown): unknown {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`Invalid options ${shown(options)}: expected an object`);
+  }
+  return Object.hasOwn(options, "after") ? (options as { after?: unknown }).after : undefined;
 }
 
 const scratch: number[] = [];

@@ -28,8 +28,27 @@ function pools(): BlockPool[] {
   return [pinnedPool, ...devicePools()];
 }
 
+/** The longest delay `setTimeout` keeps: a longer one fires after 1 ms (and warns). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * The timer delay for an idle release due in `delayMs`: at most
+ * {@linkcode MAX_TIMER_MS} (an `idleReleaseMs` past it releases after
+ * about 24.8 idle days, never after 1 ms).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.equal(timerDelay(2 ** 40), MAX_TIMER_MS);
+ * assert.equal(timerDelay(-5), 0);
+ * ```
+ */
+export function timerDelay(delayMs: number): number {
+  return Math.min(Math.max(0, delayMs), MAX_TIMER_MS);
+}
+
 function arm(delayMs: number): void {
-  timer = setTimeout(releaseIdle, Math.max(0, delayMs));
+  timer = setTimeout(releaseIdle, timerDelay(delayMs));
   Deno.unrefTimer(timer);
 }
 
