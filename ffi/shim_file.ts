@@ -475,9 +475,11 @@ async function fetchAtMost(url: URL, limit: number, signal: AbortSignal): Promis
     await response.body?.cancel();
     throw new Error(`it is ${declared} bytes, more than the ${limit} expected`);
   }
+  // A 2xx answer with no body: no bytes (the integrity check then names it).
+  if (response.body === null) return new Uint8Array(0);
   const out = new Uint8Array(limit);
   let length = 0;
-  const reader = response.body!.getReader();
+  const reader = response.body.getReader();
   try {
     for (;;) {
       // A body that never ends is cut by the signal (the read rejects).

@@ -180,4 +180,35 @@ Deno.test("launch() checks args and after before the default stream is made, and
   } finally {
     delete prototype.polluted;
   }
+  // Nor does an inherited value stand in for a missing one.
+  prototype.grid = 1;
+  prototype.args = [1, 0n];
+  try {
+    assert.throws(
+      () => kernel.launch({ block: 1, args: null } as never),
+      /Invalid grid/,
+    );
+    assert.throws(() => kernel.launch({ grid: 1, block: 1 } as never), /Invalid args/);
+  } finally {
+    delete prototype.grid;
+    delete prototype.args;
+  }
+});
+
+Deno.test("loadModule() reads only its options' own device: an inherited one is no option", async () => {
+  const prototype = Object.prototype as Record<string, unknown>;
+  prototype.device = "bogus";
+  try {
+    let thrown: unknown;
+    try {
+      // cuda:0, the default: loads on a GPU, refuses where there is none.
+      (await loadModule(".version 7.0\n.target sm_75\n.address_size 64\n", {})).dispose();
+    } catch (error) {
+      thrown = error;
+    }
+    // Was 'Invalid device "bogus"' (the inherited value read as the option).
+    assert.ok(!(thrown instanceof Error && /bogus/.test(thrown.message)), String(thrown));
+  } finally {
+    delete prototype.device;
+  }
 });

@@ -213,15 +213,15 @@ export class Kernel {
     }
     this.#owner.assertLive(`launch kernel "${this.name}"`);
     const u32 = this.#u32;
-    writeDim3(u32, 0, config.grid, "grid", MAX_GRID);
-    writeDim3(u32, 3, config.block, "block", MAX_BLOCK);
+    writeDim3(u32, 0, own(config, "grid"), "grid", MAX_GRID);
+    writeDim3(u32, 3, own(config, "block"), "block", MAX_BLOCK);
     const threads = u32[3] * u32[4] * u32[5];
     if (threads > this.#maxThreads) {
       throw new RangeError(
         `Invalid block: expected at most ${this.#maxThreads} threads per block for ${this.#what}, got ${threads}`,
       );
     }
-    const shared = config.sharedBytes ?? 0;
+    const shared = own(config, "sharedBytes") ?? 0;
     if (!Number.isInteger(shared) || shared < 0 || shared > this.#maxSharedBytes) {
       throw new RangeError(
         `Invalid sharedBytes: expected an integer from 0 to ${this.#maxSharedBytes} (the dynamic shared memory ${this.#what} can have), got ${
@@ -230,13 +230,15 @@ export class Kernel {
       );
     }
     u32[6] = shared;
-    const after = config.after === undefined ? undefined : checkAfter(config.after, "after", true);
-    const holds = this.#writeArgs(config.args);
+    const after = own(config, "after") === undefined
+      ? undefined
+      : checkAfter(own(config, "after"), "after", true);
+    const holds = this.#writeArgs(own(config, "args"));
     // Last: every argument is checked before the default stream's first
     // use creates it (a CUDA call).
-    const stream = config.stream === undefined
+    const stream = own(config, "stream") === undefined
       ? defaultStreamOf(this.#device)
-      : checkStream(config.stream, "stream", this.#device);
+      : checkStream(own(config, "stream"), "stream", this.#device);
     const address = streamAddress(stream);
     const notQueued = notQueuedYet(after, this.#device, address);
     if (notQueued !== undefined) return this.#launchLater(stream, after ?? [], holds, notQueued);
@@ -439,4 +441,10 @@ export function parameterOffsets(
     bytes += size;
   });
   return { offsets, bytes };
+}
+
+// A launch config's own value of `key` (the keys were checked), without
+// allocating: an inherited grid is no grid.
+function own<K extends keyof LaunchConfig>(config: LaunchConfig, key: K): LaunchConfig[K] {
+  return Object.hasOwn(config, key) ? config[key] : undefined as LaunchConfig[K];
 }

@@ -108,7 +108,11 @@ export function loadModule(
   for (const key of Object.keys(options ?? {})) {
     if (key !== "device") throw new TypeError(`Invalid option "${key}": expected device`);
   }
-  const device = parseCudaDevice(options?.device ?? "cuda:0", "device");
+  // Own property only: an enumerable device on Object.prototype is no option.
+  const named = options !== undefined && Object.hasOwn(options, "device")
+    ? options.device
+    : undefined;
+  const device = parseCudaDevice(named ?? "cuda:0", "device");
   return moduleLoadOffThread(device, bytes).then((loaded) => {
     if ("module" in loaded) {
       constructing = true;

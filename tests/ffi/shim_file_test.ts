@@ -599,3 +599,25 @@ Deno.test("a relative XDG_CACHE_HOME is ignored, as the XDG spec asks: the cache
     await Deno.remove("relative-cache", { recursive: true }).catch(() => {});
   }
 });
+
+Deno.test("an answer with no body is refused by the integrity check, naming it", async () => {
+  const cache = await Deno.makeTempDir();
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => new Response(null, { status: 204 }),
+  );
+  try {
+    await assert.rejects(
+      () =>
+        locateShim({
+          moduleUrl: `http://127.0.0.1:${server.addr.port}/ffi/`,
+          env: envFor(cache),
+        }),
+      // Was "Cannot read properties of null (reading 'getReader')".
+      (error: Error) => /failed its integrity check \(0 bytes/.test(error.message),
+    );
+  } finally {
+    await server.shutdown();
+    await Deno.remove(cache, { recursive: true });
+  }
+});
