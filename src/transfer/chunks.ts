@@ -172,7 +172,7 @@ export interface GatheredChunk {
 }
 
 /** What to gather: CUDA leaves of one device into chunks, and how to send each. */
-export interface Gather {
+export interface ChunkGather {
   /** The device the leaves live on. */
   source: number;
   /** Their route indices. */
@@ -192,7 +192,7 @@ export interface Gather {
 export function gatherChunks(
   route: Route,
   submission: Submission,
-  { source, list, chunks, chunkPool, send }: Gather,
+  { source, list, chunks, chunkPool, send }: ChunkGather,
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
