@@ -47,7 +47,7 @@ export interface InputHolds {
   readonly arenas: readonly Pick<ArenaMemory, "hold" | "release">[];
 }
 
-/** The ledger of one copy (see the note above). */
+/** The ledger of one copy (Note [Submission lifetime], above). */
 export class Submission {
   /** What the copy did, for `AsyncCopyHandle.stats()`. */
   readonly stats: CopyStats;
@@ -74,7 +74,8 @@ export class Submission {
    * A copy that waits for memory takes these before it waits, so that an
    * input disposed (or an arena reset or freed) meanwhile stays what the
    * walk found, as it would for a copy that ran at once; the route records
-   * where the inputs' bytes lie, since a disposed tensor no longer says.
+   * where the inputs' bytes lie, since a disposed tensor no longer says
+   * (Note [Copies that wait for memory] in admission.ts).
    */
   static holdInputs(route: LedgerRoute): InputHolds {
     route.captureSources();
