@@ -9,6 +9,7 @@ import {
   arrayFitsDType,
   builtinClassOf,
   type DType,
+  DTYPE_SIZE,
   dtypeOfArray,
   isDType,
   type TypedArray,
@@ -65,7 +66,9 @@ export function checkTensorArgs(
   }
   const type = dtype ?? natural;
   if (!isDType(type)) {
-    throw new TypeError(`Invalid dtype "${String(type)}"`);
+    throw new TypeError(
+      `Invalid dtype: expected one of ${Object.keys(DTYPE_SIZE).join(", ")}, got "${String(type)}"`,
+    );
   }
   if (!arrayFitsDType(data, type)) {
     throw new TypeError(`Cannot create a "${type}" tensor from a ${data.constructor.name}`);
@@ -75,14 +78,16 @@ export function checkTensorArgs(
   for (const dim of dims) {
     if (!Number.isSafeInteger(dim) || dim < 0) {
       throw new RangeError(
-        `Invalid shape [${dims.join(", ")}]: dimensions must be non-negative integers`,
+        `Invalid shape: expected non-negative integer dimensions, got [${dims.join(", ")}]`,
       );
     }
     numel *= dim;
   }
   if (numel !== data.length) {
     throw new RangeError(
-      `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
+      `Invalid shape: expected ${data.length} elements (the data's), got [${
+        dims.join(", ")
+      }] (${numel} elements)`,
     );
   }
   // Over a buffer that can change size, keep a fixed-length view: a
