@@ -365,7 +365,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
 {
   const onDevice = await startCopy(ref16, "cuda:0").get();
   const sources = collectLeaves(onDevice) as Tensor[];
-  const addressOf = (t: Tensor): number =>
+  const ptrAddress = (t: Tensor): number =>
     t.ptr === null ? 0 : Number(Deno.UnsafePointer.value(t.ptr));
   const landing = pinnedPool.acquire(256 * 1024);
   const d2hFloor = floorCopy(bytesOf(ref16), false);
@@ -374,7 +374,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
     // has no pageable device-to-host copy; pinned is the faster of the two).
     ["(a) naive per tensor", () => {
       for (const t of sources) {
-        copyAsync({ device: 0, dst: landing.address, src: addressOf(t), bytes: t.byteLength });
+        copyAsync({ device: 0, dst: landing.address, src: ptrAddress(t), bytes: t.byteLength });
         streamSynchronize(0);
       }
     }],
@@ -394,7 +394,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   let end = 0;
   sources.forEach((t, m) => {
     const offset = Math.ceil(end / 16) * 16;
-    entries.set([addressOf(t), offset, t.byteLength], 3 * m);
+    entries.set([ptrAddress(t), offset, t.byteLength], 3 * m);
     end = offset + t.byteLength;
   });
   const scratch = devicePool(0).acquire(end);

@@ -287,7 +287,7 @@ export function stageBufferOffThread(
  * through one call on Deno's fast path. Valid only while nothing can detach
  * or free the buffer: the caller uses it before returning to the event loop.
  */
-export function addressOf(view: ArrayBufferView): number {
+export function viewAddress(view: ArrayBufferView): number {
   return sym().mtc_address_of(view);
 }
 
@@ -296,7 +296,7 @@ export function addressOf(view: ArrayBufferView): number {
  * destination address, bytes; three doubles each), shared by up to
  * `threads` threads, the calling one included; returns once all are done.
  * Every source must stay in place until then: JavaScript is blocked during
- * the call, so only the caller's own code between {@linkcode addressOf} and
+ * the call, so only the caller's own code between {@linkcode viewAddress} and
  * this call could move one.
  */
 export function copyPieces(table: Float64Array, count: number, threads: number): void {
@@ -310,14 +310,18 @@ export interface PeerCopy {
   srcDevice: number;
   src: number;
   bytes: number;
-  /** Scratch events: `a` of `dstDevice`, `b` of `srcDevice`. */
-  fences: { a: number; b: number };
+  /**
+   * Scratch events: `beforeCopy` (of `dstDevice`) orders the copy after the
+   * destination's queued work; `afterCopy` (of `srcDevice`) orders the
+   * destination's later work after the copy.
+   */
+  fences: { beforeCopy: number; afterCopy: number };
 }
 
 /** Peer copy across devices, ordered with both library streams. */
 export function copyPeer({ dstDevice, dst, srcDevice, src, bytes, fences }: PeerCopy): void {
   check(
-    sym().mtc_copy_peer(dstDevice, dst, srcDevice, src, bytes, fences.a, fences.b),
+    sym().mtc_copy_peer(dstDevice, dst, srcDevice, src, bytes, fences.beforeCopy, fences.afterCopy),
     () => `copy ${bytes} bytes from cuda:${srcDevice} to cuda:${dstDevice}`,
   );
 }

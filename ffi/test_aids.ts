@@ -126,7 +126,7 @@ export const testAids = library && {
    * at device address `dst` (a kernel on the library stream of `device`,
    * ordered after the copies queued there): device code that consumes a
    * copied batch. Addresses, not tensors: ffi/ does not import src/ (a
-   * tensor's address is `addressOf` of tests/gpu/_helpers.ts).
+   * tensor's address is `ptrAddress` of tests/gpu/_helpers.ts).
    */
   sumF32(
     { device, src, count, dst }: { device: number; src: number; count: number; dst: number },

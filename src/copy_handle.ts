@@ -94,7 +94,10 @@ export interface CopyJob<R> {
   abort(error?: unknown): void;
   /** The result structure (`outputs()`), bound to its memory at once unless `waitsForMemory`. */
   outputs?: R;
-  /** Whether the copy waits for memory: its outputs are bound to memory once it is queued. */
+  /**
+   * Whether the copy waits for memory: its outputs are bound to memory once
+   * it is queued (Note [Copies that wait for memory] in transfer/admission.ts).
+   */
   waitsForMemory?: boolean;
 }
 

@@ -256,7 +256,8 @@ export class Route implements LeafSink {
    * Records where the bytes of every leaf in pooled memory lie (its address;
    * a pinned leaf's view too), so that the transfers no longer ask the
    * tensors: for a copy about to wait for memory, while user code may
-   * dispose them (their storages are held, their memory stays).
+   * dispose them (their storages are held, their memory stays: Note
+   * [Copies that wait for memory] in transfer/admission.ts).
    */
   captureSources(): void {
     const addresses: number[] = [];

@@ -9,6 +9,7 @@ import {
   arrayFitsDType,
   builtinClassOf,
   type DType,
+  DTYPE_SIZE,
   dtypeOfArray,
   isDType,
   type TypedArray,
@@ -66,13 +67,17 @@ export function checkTensorArgs(
   }
   const type = dtype ?? natural;
   if (!isDType(type)) {
-    throw new TypeError(`Invalid dtype ${shown(type)}: expected one of the DType names`);
+    throw new TypeError(
+      `Invalid dtype: expected one of ${Object.keys(DTYPE_SIZE).join(", ")}, got ${
+        typeof type === "string" ? `"${type}"` : shown(type)
+      }`,
+    );
   }
   if (!arrayFitsDType(data, type)) {
     throw new TypeError(`Cannot create a "${type}" tensor from a ${data.constructor.name}`);
   }
   if (shape !== undefined && !Array.isArray(shape)) {
-    throw new TypeError(`Invalid shape ${shown(shape)}: expected an array of dimensions`);
+    throw new TypeError(`Invalid shape: expected an array of dimensions, got ${shown(shape)}`);
   }
   const dims = shape === undefined ? [data.length] : [...shape];
   let numel = 1;
@@ -80,7 +85,9 @@ export function checkTensorArgs(
     const dim = dims[i];
     if (!Number.isSafeInteger(dim) || dim < 0) {
       throw new RangeError(
-        `Invalid shape [${dims.map(shown).join(", ")}]: dimensions must be non-negative integers`,
+        `Invalid shape: expected non-negative integer dimensions, got [${
+          dims.map(shown).join(", ")
+        }]`,
       );
     }
     // -0 passes the checks above; a shape holds +0 (Object.is tells them apart).
@@ -89,7 +96,9 @@ export function checkTensorArgs(
   }
   if (numel !== data.length) {
     throw new RangeError(
-      `Invalid shape [${dims.join(", ")}]: it holds ${numel} elements, the data ${data.length}`,
+      `Invalid shape: expected ${data.length} elements (the data's), got [${
+        dims.join(", ")
+      }] (${numel} elements)`,
     );
   }
   // Over a buffer that can change size, keep a fixed-length view: a

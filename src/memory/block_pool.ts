@@ -24,8 +24,9 @@
  * - Memory goes back to the OS only in `trim()`, when a release would push
  *   the cached bytes over `maxCachedBytes`, or when the pool holds more than
  *   its limit (`limitBytes`): never on the hot path otherwise. The limit is
- *   enforced before a copy starts (the transfer room's admission waits until
- *   a copy fits); here it only keeps idle blocks from holding memory past it.
+ *   enforced before a copy starts (Note [Copies that wait for memory] in
+ *   src/transfer/admission.ts); here it only keeps idle blocks from holding
+ *   memory past it.
  * - If the allocator fails, the pool frees what it caches and retries once.
  * The allocator and the shared cache are injected, so this file is tested
  * without a GPU.

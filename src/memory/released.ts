@@ -2,7 +2,8 @@
  * A signal raised whenever a pool gets memory back: the idle-release timer
  * starts on it, and copies waiting for memory are woken (on a macrotask: a
  * release can happen in the middle of another copy's bookkeeping, where
- * starting a copy would not be safe). A module of its own so that the pools
+ * starting a copy would not be safe; Note [Copies that wait for memory] in
+ * src/transfer/admission.ts). A module of its own so that the pools
  * need not import the timer and the admission queue, which import them.
  *
  * @module

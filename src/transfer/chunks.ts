@@ -135,13 +135,23 @@ export function pendingChunkStorage(target: number): Storage {
   return Storage.pending(devicePool(target));
 }
 
+// Note [Bind outputs after the transfer, in finally]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A packed chunk's block becomes its outputs' memory when it is bound (one
+// `Storage` per chunk, held by its members). Every path that sends chunks
+// (CPU→CUDA in host_to_device.ts, arena runs in from_arena.ts, gathered
+// CUDA chunks in gatherChunks below) binds:
+// - after queueing the chunks' transfers, so that binding (a JS loop over
+//   the members) overlaps the DMA instead of delaying it;
+// - in a `finally`, so that after a failure the outputs own the blocks and
+//   their disposal (Submission.abort) gives the blocks back. Binding after
+//   the DMA without `finally` leaked the chunk when staging failed, under
+//   injected faults.
+
 /**
  * Gives every chunk's block to its outputs (one `Storage` per chunk, held
- * by its members). Callers bind after queueing the chunks' transfers, so
- * that binding overlaps the DMA, and in a `finally`, so that after a
- * failure the outputs' disposal gives the blocks back (binding after the
- * DMA without `finally` leaked the chunk when staging failed, under
- * injected faults). The arena path binds its runs the same way.
+ * by its members); when and where callers call it: Note [Bind outputs
+ * after the transfer, in finally].
  */
 export function bindChunks(
   route: Route,
@@ -172,7 +182,7 @@ export interface GatheredChunk {
 }
 
 /** What to gather: CUDA leaves of one device into chunks, and how to send each. */
-export interface Gather {
+export interface ChunkGather {
   /** The device the leaves live on. */
   source: number;
   /** Their route indices. */
@@ -192,11 +202,12 @@ export interface Gather {
 export function gatherChunks(
   route: Route,
   submission: Submission,
-  { source, list, chunks, chunkPool, send }: Gather,
+  { source, list, chunks, chunkPool, send }: ChunkGather,
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
-  // Outputs are bound after the sends are queued, in `finally` (bindChunks says why).
+  // Outputs are bound after the sends are queued, in `finally`:
+  // Note [Bind outputs after the transfer, in finally] (above).
   try {
     for (const { plan } of chunks) {
       const { members, offsets, base, start, end } = plan;

@@ -28,7 +28,7 @@ export function deviceToDevice(
   submission.involve(source);
   const peerCopy = (dst: number, src: number, bytes: number): void => {
     // Fence A is recorded on the target's stream, fence B on the source's.
-    const fences = { a: submission.fence(target), b: submission.fence(source) };
+    const fences = { beforeCopy: submission.fence(target), afterCopy: submission.fence(source) };
     copyPeer({ dstDevice: target, dst, srcDevice: source, src, bytes, fences });
     submission.stats.copies++;
   };

@@ -192,7 +192,8 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
     to === route.fromArena.length && start === 0;
   const storage = bound ? pending : new Storage(pool, block, to - from);
   if (bound) pending.attach(block, to - from);
-  // Outputs are bound after the DMA is queued, in `finally` (bindChunks in chunks.ts says why).
+  // Outputs are bound after the DMA is queued, in `finally`:
+  // Note [Bind outputs after the transfer, in finally] in chunks.ts.
   try {
     if (span > 0) {
       copyAsync({

@@ -29,7 +29,8 @@ export function hostToDevice(route: Route, submission: Submission): void {
   submission.involve(target);
   if (options.packCpuTensors) {
     const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
-    // Outputs are bound after the DMAs are queued, in `finally` (bindChunks says why).
+    // Outputs are bound after the DMAs are queued, in `finally`:
+    // Note [Bind outputs after the transfer, in finally] in chunks.ts.
     try {
       for (const { plan } of chunks) {
         const payload = plan.end - plan.start;

@@ -15,7 +15,7 @@
  * @module
  */
 
-import { addressOf, copyPieces } from "../../ffi/native.ts";
+import { copyPieces, viewAddress } from "../../ffi/native.ts";
 import type { Block } from "../memory/block_pool.ts";
 import type { ChunkPlan } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
@@ -59,7 +59,7 @@ export function packInParallel(
       );
     }
     const at = 3 * m;
-    table[at] = bytes === 0 ? 0 : addressOf(src);
+    table[at] = bytes === 0 ? 0 : viewAddress(src);
     table[at + 1] = base + offsets[m];
     table[at + 2] = bytes;
   }

@@ -33,40 +33,39 @@
  * @module
  */
 
-import { eventRecord, streamSynchronize } from "../../ffi/native.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
 import type { Block } from "../memory/block_pool.ts";
-import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
-import { pinnedPool } from "../memory/pinned_memory.ts";
 import type { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
-import { type BackgroundRange, stageInBackground } from "../staging/background.ts";
+import type { BackgroundRange } from "../staging/background.ts";
+import { CUDA_LEDGER_OPS, type LedgerOps, type LedgerRoute } from "./ledger_ops.ts";
 
 /** Holds on a copy's inputs taken before it waited for memory. */
 export interface InputHolds {
-  readonly storages: readonly Storage[];
-  readonly arenas: readonly ArenaMemory[];
+  readonly storages: readonly Pick<Storage, "retain" | "release">[];
+  readonly arenas: readonly Pick<ArenaMemory, "hold" | "release">[];
 }
 
-/** The ledger of one copy (see the note above). */
+/** The ledger of one copy (Note [Submission lifetime], above). */
 export class Submission {
   /** What the copy did, for `AsyncCopyHandle.stats()`. */
   readonly stats: CopyStats;
-  readonly #route: Route;
+  readonly #route: LedgerRoute;
+  readonly #ops: LedgerOps;
   readonly #staging: Block[] = [];
-  readonly #retained: Storage[] = [];
+  readonly #retained: Pick<Storage, "retain" | "release">[] = [];
   readonly #fences: DeviceEvent[] = [];
   readonly #events: DeviceEvent[] = [];
   // The devices involved, few (a list: a Set per copy cost more than its lookups).
   readonly #devices: number[] = [];
-  readonly #arenas: ArenaMemory[] = [];
+  readonly #arenas: Pick<ArenaMemory, "hold" | "release">[] = [];
   #background: BackgroundRange[] | undefined;
   // Whether the inputs were held before the copy waited for memory.
   readonly #inputsHeld: boolean = false;
 
   /** Counters of `route`'s copy before anything was queued. */
-  static emptyStats(route: Route): CopyStats {
+  static emptyStats(route: Pick<Route, "tensors" | "bytes">): CopyStats {
     return { tensors: route.tensors, bytes: route.bytes, packedTensors: 0, chunks: 0, copies: 0 };
   }
 
@@ -75,9 +74,10 @@ export class Submission {
    * A copy that waits for memory takes these before it waits, so that an
    * input disposed (or an arena reset or freed) meanwhile stays what the
    * walk found, as it would for a copy that ran at once; the route records
-   * where the inputs' bytes lie, since a disposed tensor no longer says.
+   * where the inputs' bytes lie, since a disposed tensor no longer says
+   * (Note [Copies that wait for memory] in admission.ts).
    */
-  static holdInputs(route: Route): InputHolds {
+  static holdInputs(route: LedgerRoute): InputHolds {
     route.captureSources();
     const storages = route.inputStorages();
     const arenas = [...new Set(route.arenas)];
@@ -95,11 +95,18 @@ export class Submission {
   }
 
   /**
-   * A ledger for `route`, counting into `stats` (fresh by default); `held`:
-   * the input holds taken before the copy waited, which it takes over.
+   * A ledger for `route`, counting into `stats` (fresh by default); `held`: the input holds
+   * taken before the copy waited, which it takes over; `ops`: the pinned
+   * pool and event operations (CUDA's unless a test gives others).
    */
-  constructor(route: Route, stats: CopyStats = Submission.emptyStats(route), held?: InputHolds) {
+  constructor(
+    route: LedgerRoute,
+    stats: CopyStats = Submission.emptyStats(route),
+    held?: InputHolds,
+    ops: LedgerOps = CUDA_LEDGER_OPS,
+  ) {
     this.#route = route;
+    this.#ops = ops;
     this.stats = stats;
     if (held) {
       this.#inputsHeld = true;
@@ -115,13 +122,13 @@ export class Submission {
 
   /** A pinned block of at least `bytes`, released when the copy settles. */
   takeStaging(bytes: number): Block {
-    const block = pinnedPool.acquire(bytes);
+    const block = this.#ops.acquireStaging(bytes);
     this.#staging.push(block);
     return block;
   }
 
   /** Keeps `arena` from being reset or freed until the copy settles. */
-  holdArena(arena: ArenaMemory): void {
+  holdArena(arena: Pick<ArenaMemory, "hold" | "release">): void {
     if (this.#inputsHeld) return;
     arena.hold();
     this.#arenas.push(arena);
@@ -129,7 +136,7 @@ export class Submission {
 
   /** An event of `device` for ordering, released when the copy settles. */
   fence(device: number): number {
-    const event = acquireEvent(device);
+    const event = this.#ops.acquireEvent(device);
     this.#fences.push({ device, event });
     return event;
   }
@@ -141,9 +148,9 @@ export class Submission {
 
   /** Records the completion event of `device` after the work queued so far. */
   recordCompletion(device: number): void {
-    const event = acquireEvent(device);
+    const event = this.#ops.acquireEvent(device);
     this.#events.push({ device, event });
-    eventRecord(device, event);
+    this.#ops.recordEvent(device, event);
   }
 
   /**
@@ -163,14 +170,17 @@ export class Submission {
       }
     }
     const target = this.#route.target;
+    const ops = this.#ops;
     let submitted: Promise<void> | undefined;
     if (this.#devices.includes(target)) {
-      const event = acquireEvent(target);
+      const event = ops.acquireEvent(target);
       this.#events.push({ device: target, event });
       if (this.#background) {
-        submitted = stageInBackground(this.#background).then(() => eventRecord(target, event));
+        submitted = ops.stageInBackground(this.#background).then(() =>
+          ops.recordEvent(target, event)
+        );
       } else {
-        eventRecord(target, event);
+        ops.recordEvent(target, event);
       }
     }
     return {
@@ -189,21 +199,21 @@ export class Submission {
   abort(): void {
     for (const device of this.#devices) {
       try {
-        streamSynchronize(device);
+        this.#ops.drainStream(device);
       } catch {
         // The copy already failed; what matters now is releasing memory.
       }
     }
-    for (const { device, event } of this.#events) releaseEvent(device, event);
+    for (const { device, event } of this.#events) this.#ops.releaseEvent(device, event);
     this.#events.length = 0;
     for (const output of this.#route.outputs) output.dispose();
     this.#release();
   }
 
   #release(): void {
-    for (const block of this.#staging) pinnedPool.release(block);
+    for (const block of this.#staging) this.#ops.releaseStaging(block);
     for (const storage of this.#retained) storage.release();
-    for (const { device, event } of this.#fences) releaseEvent(device, event);
+    for (const { device, event } of this.#fences) this.#ops.releaseEvent(device, event);
     for (const arena of this.#arenas) arena.release();
     this.#staging.length =
       this.#retained.length =

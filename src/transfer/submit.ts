@@ -67,9 +67,12 @@ export function submitAfter(route: Route, ready: Promise<void>): CopyJob<void> {
 
 /**
  * A job that submits once `admitted` resolves (its events are filled in
- * then). It holds the inputs while it waits: user code runs meanwhile.
+ * then). It holds the inputs while it waits: user code runs meanwhile; a
+ * copy never admitted (`admitted` rejects: it timed out, or can never fit)
+ * gives the holds back when its handle aborts it (Note [Copies that wait
+ * for memory] in admission.ts).
  */
-function submitWhenAdmitted(route: Route, admitted: Promise<void>): CopyJob<void> {
+export function submitWhenAdmitted(route: Route, admitted: Promise<void>): CopyJob<void> {
   const events: DeviceEvent[] = [];
   const stats = Submission.emptyStats(route);
   const held = Submission.holdInputs(route);

@@ -88,7 +88,7 @@ export function shapeOf(
   const map = byKeys[nullPrototype ? 1 : 0];
   const id = keys.join("\u0000");
   const shape = map.get(id);
-  if (shape !== undefined) return sameKeys(keys, nullPrototype, shape) ? shape : undefined;
+  if (shape !== undefined) return keysMatchShape(keys, nullPrototype, shape) ? shape : undefined;
   if (compiled >= MAX_SHAPES || sourceChars >= MAX_SHAPE_SOURCE) return undefined;
   if (keys.includes("__proto__")) return undefined;
   const seen = seenOnce[nullPrototype ? 1 : 0];
@@ -137,14 +137,18 @@ export function shapeAt(
   onError: (error: unknown, key: string) => never,
 ): Shape | undefined {
   const last = lastShapes[depth];
-  if (last !== undefined && sameKeys(names, nullPrototype, last)) return last;
+  if (last !== undefined && keysMatchShape(names, nullPrototype, last)) return last;
   const shape = shapeOf(names, nullPrototype, onError);
   if (shape !== undefined) lastShapes[depth] = shape;
   return shape;
 }
 
 /** Whether `keys` are exactly the shape's keys (interned strings: cheap). */
-export function sameKeys(keys: readonly string[], nullPrototype: boolean, shape: Shape): boolean {
+export function keysMatchShape(
+  keys: readonly string[],
+  nullPrototype: boolean,
+  shape: Shape,
+): boolean {
   if (shape.nullPrototype !== nullPrototype) return false;
   const own = shape.keys;
   if (keys.length !== own.length) return false;

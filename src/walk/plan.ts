@@ -31,8 +31,8 @@ import type { Tensor } from "../tensor.ts";
 export interface PlanHooks {
   /** The generic walk of one value at `depth` (with its ancestors). */
   visit(value: unknown, depth: number, ancestors: object[], sink: unknown): unknown;
-  /** Whether an array is long and has holes (the generic walk then visits only its keys). */
-  isHoley(input: unknown[]): boolean;
+  /** Whether an array is visited by its keys (long and holey: `visitByKeys` of containers.ts). */
+  visitByKeys(input: unknown[]): boolean;
   /** Whether a value is a TypedArray leaf (`isTypedArray`). */
   isLeafArray(value: unknown): value is { byteLength: number };
   /**
@@ -121,7 +121,7 @@ export const MAX_PLANS_SOURCE = 16 * 1024 * 1024;
  */
 export function planOf(
   output: unknown,
-  { leafClass, isHoley }: Pick<PlanHooks, "leafClass" | "isHoley">,
+  { leafClass, visitByKeys }: Pick<PlanHooks, "leafClass" | "visitByKeys">,
 ): PlanNode {
   let budget = MAX_PLAN_SIZE;
   const node = (value: unknown, depth: number): PlanNode => {
@@ -133,7 +133,7 @@ export function planOf(
     if (!array && proto !== Object.prototype && proto !== null) return OTHER;
     if (depth >= MAX_PLAN_DEPTH || budget <= 0) return GENERIC;
     if (array) {
-      if (isHoley(value)) return GENERIC;
+      if (visitByKeys(value)) return GENERIC;
       budget--;
       let element = NONE;
       for (let i = 0; i < value.length && element !== GENERIC; i++) {

@@ -90,7 +90,7 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
       case "array": {
         const n = fresh("n"), o = fresh("o"), i = fresh("i"), e = fresh("e"), r = fresh("r");
         lines.push(
-          `${indent}if (Array.isArray(${v}) && !isHoley(${v})) {`,
+          `${indent}if (Array.isArray(${v}) && !visitByKeys(${v})) {`,
           `${indent}  anc[${depth}] = ${v};`,
           `${indent}  const ${n} = ${v}.length, ${o} = new Array(${n});`,
           `${indent}  for (let ${i} = 0; ${i} < ${n}; ${i}++) {`,
@@ -154,7 +154,7 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
       case "array": {
         const n = fresh("n"), i = fresh("i"), e = fresh("e");
         lines.push(
-          `${indent}if (Array.isArray(${v}) && !isHoley(${v})) {`,
+          `${indent}if (Array.isArray(${v}) && !visitByKeys(${v})) {`,
           `${indent}  anc[${depth}] = ${v};`,
           `${indent}  for (let ${i} = 0, ${n} = ${v}.length; ${i} < ${n}; ${i}++) {`,
           `${indent}    const ${e} = ${v}[${i}];`,

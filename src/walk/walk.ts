@@ -203,7 +203,7 @@ const PLAN_HOOKS: PlanHooks = {
   visit: visit as PlanHooks["visit"],
   leafData: tensorWalkData,
   rejected: REJECTED_LEAF,
-  isHoley: visitByKeys,
+  visitByKeys,
   isLeafArray: isTypedArray,
   leafClass: Tensor,
 };

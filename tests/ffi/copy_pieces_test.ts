@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { addressOf, copyPieces } from "../../ffi/native.ts";
+import { copyPieces, viewAddress } from "../../ffi/native.ts";
 
 /** `count` random pieces of 1 to `maxBytes` bytes, and a table that copies them back to back into `dst`. */
 function piecesInto(dst: Uint8Array, count: number, maxBytes: number) {
@@ -10,7 +10,7 @@ function piecesInto(dst: Uint8Array, count: number, maxBytes: number) {
     const bytes = 1 + Math.floor(Math.random() * maxBytes);
     const src = crypto.getRandomValues(new Uint8Array(bytes));
     sources.push(src);
-    table.set([addressOf(src), addressOf(dst) + offset, bytes], 3 * i);
+    table.set([viewAddress(src), viewAddress(dst) + offset, bytes], 3 * i);
     offset += bytes;
   }
   return { sources, table, bytes: offset };
@@ -52,7 +52,9 @@ Deno.test("copyPieces lands every piece of every job, with new bytes each time a
   const sources = Array.from({ length: count }, () => new Float32Array(1024));
   const dst = new Float32Array(count * 1024);
   const table = new Float64Array(3 * count);
-  sources.forEach((src, k) => table.set([addressOf(src), addressOf(dst) + 4096 * k, 4096], 3 * k));
+  sources.forEach((src, k) =>
+    table.set([viewAddress(src), viewAddress(dst) + 4096 * k, 4096], 3 * k)
+  );
   for (let job = 1; job <= 300; job++) {
     for (const src of sources) src[0] = src[1023] = job;
     copyPieces(table, count, 1 + (job % 16));
@@ -68,11 +70,11 @@ Deno.test("copyPieces lands every piece of every job, with new bytes each time a
 
 Deno.test("a process whose copies used helper threads exits cleanly (the shim is never unloaded under them)", async () => {
   // Unloading the shim at exit while helpers slept in it crashed 2 runs in 5 (SIGSEGV).
-  const script = `import { addressOf, copyPieces } from ${
+  const script = `import { viewAddress, copyPieces } from ${
     JSON.stringify(new URL("../../ffi/native.ts", import.meta.url).href)
   };
 const src = new Uint8Array(1 << 20), dst = new Uint8Array(1 << 20), table = new Float64Array(3 * 256);
-for (let k = 0; k < 256; k++) table.set([addressOf(src) + 4096 * k, addressOf(dst) + 4096 * k, 4096], 3 * k);
+for (let k = 0; k < 256; k++) table.set([viewAddress(src) + 4096 * k, viewAddress(dst) + 4096 * k, 4096], 3 * k);
 for (let i = 0; i < 200; i++) copyPieces(table, 256, 16);`;
   const file = await Deno.makeTempFile({ suffix: ".ts" });
   try {
@@ -96,7 +98,7 @@ Deno.test("copyPieces of no pieces does nothing: no error, and no entry of the t
   // A table that holds a piece, with a count of none: the piece stays where it is.
   const src = new Uint8Array(64).fill(1);
   const dst = new Uint8Array(64).fill(7);
-  const table = new Float64Array([addressOf(src), addressOf(dst), 64]);
+  const table = new Float64Array([viewAddress(src), viewAddress(dst), 64]);
   assert.equal(copyPieces(table, 0, 4), undefined);
   assert.deepEqual(dst, new Uint8Array(64).fill(7));
   // The same table with its count copies (so the table above was a real piece).
@@ -104,11 +106,11 @@ Deno.test("copyPieces of no pieces does nothing: no error, and no entry of the t
   assert.deepEqual(dst, src);
 });
 
-Deno.test("addressOf gives a view's first byte, and 0 for a detached or empty view", () => {
+Deno.test("viewAddress gives a view's first byte, and 0 for a detached or empty view", () => {
   const buffer = new ArrayBuffer(64);
   const whole = new Uint8Array(buffer);
-  assert.equal(addressOf(new Uint8Array(buffer, 16, 8)), addressOf(whole) + 16);
-  assert.equal(addressOf(new Uint8Array(0)), 0);
+  assert.equal(viewAddress(new Uint8Array(buffer, 16, 8)), viewAddress(whole) + 16);
+  assert.equal(viewAddress(new Uint8Array(0)), 0);
   buffer.transfer();
-  assert.equal(addressOf(whole), 0);
+  assert.equal(viewAddress(whole), 0);
 });

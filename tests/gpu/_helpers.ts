@@ -35,8 +35,8 @@ export function bytesOf(value: Tensor | TypedArray): Uint8Array {
   return out;
 }
 
-/** The device address of a tensor (0 for null). */
-export function addressOf(tensor: Tensor): number {
+/** The device address `tensor.ptr` points at (0 for null). */
+export function ptrAddress(tensor: Tensor): number {
   return tensor.ptr === null ? 0 : Number(Deno.UnsafePointer.value(tensor.ptr));
 }
 

@@ -4,7 +4,7 @@ import { disposeAll, startCopy, Tensor, type TypedArray } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { effectiveAlignment } from "../../src/pack_plan.ts";
 import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
-import { addressOf, bytesOf, everyDtype, hasGpu, randomArray } from "./_helpers.ts";
+import { bytesOf, everyDtype, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
 
@@ -114,7 +114,7 @@ Deno.test({
       for (const [key, tensor] of Object.entries(result)) {
         const align = effectiveAlignment(min, tensor.byteLength / tensor.numel || 1);
         if (tensor.numel > 0) {
-          assert.equal(addressOf(tensor) % align, 0, `${key} with min ${min}`);
+          assert.equal(ptrAddress(tensor) % align, 0, `${key} with min ${min}`);
         }
       }
       assertSameBytes(input, result);
@@ -145,7 +145,7 @@ Deno.test({
     const handle = startCopy({ again: onDevice, fresh: new Int8Array(1) }, "cuda");
     const result = await handle.get();
     assert.notEqual(result.again, onDevice);
-    assert.equal(addressOf(result.again), addressOf(onDevice));
+    assert.equal(ptrAddress(result.again), ptrAddress(onDevice));
     disposeAll(result);
     assert.equal(onDevice.disposed, false);
     assert.deepEqual(bytesOf(onDevice), bytesOf(new Int32Array([1, 2])));

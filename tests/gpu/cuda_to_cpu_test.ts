@@ -3,11 +3,11 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import {
-  addressOf,
   assertRoundTrip,
   everyDtype,
   flatten,
   hasGpu,
+  ptrAddress,
   randomArray,
 } from "./_helpers.ts";
 
@@ -126,7 +126,7 @@ Deno.test({
     );
     const toGpu = await startCopy(input, "cuda:0").get();
     assert.notEqual(toGpu.onDevice, onDevice);
-    assert.equal(addressOf(toGpu.onDevice), addressOf(onDevice));
+    assert.equal(ptrAddress(toGpu.onDevice), ptrAddress(onDevice));
     assertRoundTrip(
       [onDevice, cpuTensor, input.raw],
       [toGpu.onDevice, toGpu.cpuTensor, toGpu.raw],

@@ -2,11 +2,11 @@ import assert from "node:assert/strict";
 import { deviceCount, disposeAll, startCopy, type Tensor } from "../../mod.ts";
 import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
 import {
-  addressOf,
   assertRoundTrip,
   everyDtype,
   flatten,
   hasGpu,
+  ptrAddress,
   randomArray,
 } from "./_helpers.ts";
 
@@ -42,8 +42,8 @@ Deno.test({
           const input = flatten(same[1])[i] as Tensor;
           assert.notEqual(leaf, input);
           assert.equal(
-            (leaf as Tensor).ptr === null ? 0 : addressOf(leaf as Tensor),
-            input.ptr === null ? 0 : addressOf(input),
+            (leaf as Tensor).ptr === null ? 0 : ptrAddress(leaf as Tensor),
+            input.ptr === null ? 0 : ptrAddress(input),
           );
         });
       }

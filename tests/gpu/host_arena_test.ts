@@ -4,7 +4,7 @@ import { disposeAll, hostArena, MemoryLimitError, setMemoryLimits, startCopy } f
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { addressOf, assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
+import { assertRoundTrip, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
 
 // Tensors built in a host arena go to the GPU from where they lie: one DMA
 // per run of neighbours, no staging, no packing copy; the arena cannot be
@@ -53,7 +53,7 @@ Deno.test({
     const onDevice = await startCopy(input, "cuda:0").get();
     assertRoundTrip(input, onDevice, "cuda:0");
     for (const t of [onDevice.a, onDevice.b, onDevice.nested[0]]) {
-      assert.equal(addressOf(t) % 16, 0);
+      assert.equal(ptrAddress(t) % 16, 0);
     }
     disposeAll(onDevice);
   },

@@ -10,7 +10,7 @@ import {
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { addressOf, bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+import { bytesOf, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
 
 // Work ordered after a copy that is not queued yet (tensors of 1 MiB and
 // more still staging in the background, or a copy waiting for memory):
@@ -94,11 +94,11 @@ Deno.test({
     testAids!.delayStream(0, HOLD_US);
     const handle = startCopy([staged], "cuda:0");
     const [early] = handle.outputs();
-    const earlyAddress = addressOf(early);
+    const earlyAddress = ptrAddress(early);
     early.dispose();
     const [after] = await startCopy([next], "cuda:0", { useBackgroundThread: false }).get();
     assert.notEqual(
-      addressOf(after),
+      ptrAddress(after),
       earlyAddress,
       "the block stays held until the staging is queued",
     );

@@ -14,7 +14,7 @@ import {
 import { reapFinished } from "../../src/copy_handle.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { addressOf, bytesOf, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
+import { bytesOf, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";
 
 // Ordering happens on the GPU, never on the CPU: with the copy stream held
 // back by a slow kernel, enqueueWait and `after` return while the copy is
@@ -108,11 +108,11 @@ async function raceDisposeAgainstNextCopy(
   ]);
   using stream = createStream("cuda:0");
   testAids!.delayOn(stream, HOLD_US);
-  const xAddress = addressOf(x);
-  testAids!.copyOn(stream, { dst: addressOf(readInto), src: xAddress, bytes });
+  const xAddress = ptrAddress(x);
+  testAids!.copyOn(stream, { dst: ptrAddress(readInto), src: xAddress, bytes });
   dispose(x, stream);
   const [next] = await startCopy([randomArray(Uint8Array, bytes, 22)], "cuda:0").get();
-  const reused = addressOf(next) === xAddress;
+  const reused = ptrAddress(next) === xAddress;
   await stream.synchronize();
   const read = bytesOf(readInto);
   disposeAll([next, readInto]);
@@ -153,10 +153,14 @@ Deno.test({
     spin.launch({ grid: 1, block: 1, args: [BigInt(HOLD_US * 1000)], stream });
     const work = copyU8.launch({ grid: 16, block: 256, args: [x, out, bytes], stream });
     // Launched through the library, x is held: a plain dispose is deferred.
-    const xAddress = addressOf(x);
+    const xAddress = ptrAddress(x);
     x.dispose();
     const [next] = await startCopy([randomArray(Uint8Array, bytes, 32)], "cuda:0").get();
-    assert.notEqual(addressOf(next), xAddress, "x's block stays held while the kernel may read it");
+    assert.notEqual(
+      ptrAddress(next),
+      xAddress,
+      "x's block stays held while the kernel may read it",
+    );
     const [back] = await startCopy([out], "cpu", { after: work }).get();
     assert.deepEqual(bytesOf(back), written);
     disposeAll({ next, out }, { after: work });

@@ -9,7 +9,7 @@ import { disposeAll, prefetch, setMemoryLimits, startCopy, type Tensor } from ".
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { addressOf, bytesOf, flatten, hasGpu, randomArray } from "./_helpers.ts";
+import { bytesOf, flatten, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
 
@@ -29,14 +29,14 @@ Deno.test({
       assert.equal(handle.stats().copies, 0);
       assert.notEqual(result, input);
       assert.equal(result.device, "cuda:0");
-      assert.equal(addressOf(result), addressOf(input));
+      assert.equal(ptrAddress(result), ptrAddress(input));
       assert.equal(pool.stats().inUseBytes, held, "nothing allocated for a shared result");
       const [first, second] = inputFirst ? [input, result] : [result, input];
       first.dispose();
       assert.equal(second.disposed, false);
       // The block stays taken: a new copy gets other memory, the bytes stay.
       const [other] = await startCopy([randomArray(Float32Array, 1000, 2)], "cuda:0").get();
-      assert.notEqual(addressOf(other), addressOf(second));
+      assert.notEqual(ptrAddress(other), ptrAddress(second));
       assert.deepEqual(bytesOf(second), bytesOf(data));
       other.dispose();
       second.dispose();
@@ -62,7 +62,7 @@ Deno.test({
     const [result] = await startCopy([input], "cpu").get();
     assert.notEqual(result, input);
     assert.equal(result.pinned, true);
-    assert.equal(addressOf(result), addressOf(input));
+    assert.equal(ptrAddress(result), ptrAddress(input));
     input.dispose();
     assert.deepEqual(bytesOf(result), bytesOf(data));
     result.dispose();
@@ -105,7 +105,7 @@ Deno.test({
     const source = Array.from({ length: 5 }, (_, i) => ({ constant, ids: new Int32Array([i]) }));
     let steps = 0;
     for await (const batch of prefetch(source, "cuda:0", { disposePrevious: true })) {
-      assert.equal(addressOf(batch.constant), addressOf(constant));
+      assert.equal(ptrAddress(batch.constant), ptrAddress(constant));
       steps++;
     }
     assert.equal(steps, 5);

@@ -1,9 +1,9 @@
 import assert from "node:assert/strict";
 import { startCopy, Tensor } from "../../mod.ts";
 import {
+  keysMatchShape,
   MAX_SHAPE_KEY_LENGTH,
   MAX_SHAPE_KEYS,
-  sameKeys,
   shapeOf,
   shapeStats,
 } from "../../src/walk/object_shapes.ts";
@@ -56,7 +56,7 @@ Deno.test("shapeOf() compiles a key list the second time it is seen, and returns
   const keys = ["shape_test_x", "shape_test_y"];
   assert.equal(shapeOf(keys, false, rethrow), undefined, "seen once");
   const shape = shapeOf(keys, false, rethrow);
-  assert.ok(shape && sameKeys(keys, false, shape));
+  assert.ok(shape && keysMatchShape(keys, false, shape));
   assert.equal(shapeOf([...keys], false, rethrow), shape);
   assert.equal(shapeOf(["shape_test_x\u0000shape_test_y"], false, rethrow), undefined);
   assert.equal(shapeOf(keys, true, rethrow), undefined, "another prototype kind, seen once");

@@ -312,7 +312,7 @@ Deno.test("planOf() makes a long holey array a generic node without reading its 
   // Its prototype throws after 100 lookups through holes.
   const node = planOf({ rows: sparseArray([[2 ** 31, t]]), t }, {
     leafClass: Tensor,
-    isHoley: visitByKeys,
+    visitByKeys,
   });
   assert.equal(node.kind === "object" && node.values[0].kind, "generic");
 });
@@ -461,7 +461,7 @@ Deno.test("a structure compiled again reuses its plan's code", () => {
 });
 
 /** What planOf needs of the hooks: tensors are leaves, no array is holey. */
-const HOOKS = { leafClass: Tensor, isHoley: () => false };
+const HOOKS = { leafClass: Tensor, visitByKeys: () => false };
 
 Deno.test("planOf() merges array elements into one node and stops at the plan depth", () => {
   const t = Tensor.from(new Float32Array(1));
