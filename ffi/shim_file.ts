@@ -231,7 +231,7 @@ function checkedOverride(path: string): string {
     if (!info.isFile) throw new Error("not a file");
   } catch (error) {
     throw new Error(
-      `MTC_SHIM_PATH="${path}" is not a readable file (${
+      `Invalid MTC_SHIM_PATH: expected a readable file, got "${path}" (${
         (error as Error).message
       }): point it at a libmtc.so built with "deno task build", or unset it to use the prebuilt shim`,
       { cause: error },

@@ -255,7 +255,7 @@ export class HostArena {
     const end = offset + bytes;
     if (end > this.#bytes) {
       throw new RangeError(
-        `hostArena: ${bytes} more bytes do not fit (${this.#used} of ` +
+        `Cannot carve ${bytes} more bytes from the host arena: they do not fit (${this.#used} of ` +
           `${this.#bytes} used); make the arena larger or reset() it`,
       );
     }

@@ -71,7 +71,10 @@ Deno.test("a missing MTC_SHIM_PATH gives 0 devices, one warning naming the path,
   const status = parse(stdout);
   assert.equal(status.count, 0);
   assert.equal(status.reason, "shim-unavailable");
-  assert.match(status.message, /MTC_SHIM_PATH="\/nonexistent\/libmtc.so" is not a readable file/);
+  assert.match(
+    status.message,
+    /Invalid MTC_SHIM_PATH: expected a readable file, got "\/nonexistent\/libmtc.so"/,
+  );
   assert.equal(stderr.match(/@mtc\/core: /g)?.length, 1, stderr);
   assert.match(stdout, /cpu copy: cpu/);
 });

@@ -24,7 +24,7 @@ Deno.test("hostArena() says how much did not fit, and reset() starts over", () =
   arena.float32(8);
   assert.throws(() => arena.float32(9), {
     name: "RangeError",
-    message: /36 more bytes do not fit \(32 of 64 used\)/,
+    message: /^Cannot carve 36 more bytes from the host arena: they do not fit \(32 of 64 used\)/,
   });
   arena.reset();
   assert.equal(arena.usedBytes, 0);
