@@ -1,5 +1,6 @@
 /**
- * Element types and their TypedArray classes.
+ * Element types, their TypedArray classes, and the states of a view's buffer
+ * (detached, out of bounds) that both `Tensor.from` and the walk refuse.
  *
  * @module
  */

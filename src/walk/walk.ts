@@ -199,6 +199,8 @@ function visit(
 
 const PLAN_HOOKS: PlanHooks = {
   visit: visit as PlanHooks["visit"],
+  // Read once here: tensor.ts (which fills tensorInternals) is evaluated
+  // before this module, since nothing it imports imports the walk.
   leafData: tensorInternals.walkData,
   rejected: REJECTED_LEAF,
   visitByKeys,
