@@ -1,5 +1,6 @@
 /**
- * Element types and their TypedArray classes.
+ * Element types, their TypedArray classes, and the states of a view's buffer
+ * (detached, out of bounds) that both `Tensor.from` and the walk refuse.
  *
  * @module
  */
@@ -187,4 +188,28 @@ export function arrayFitsDType(value: ArrayBufferView, dtype: DType): boolean {
     return name === "Uint16Array" || natural === "float16";
   }
   return false;
+}
+
+/** Whether a view's buffer is detached. */
+export function isDetached(view: ArrayBufferView): boolean {
+  return (view.buffer as ArrayBuffer).detached === true;
+}
+
+const validatingAt = Object.getPrototypeOf(Int8Array.prototype).at as (
+  this: ArrayBufferView,
+  index: number,
+) => unknown;
+
+/**
+ * Whether a fixed-length view no longer fits its (resized) buffer. Such a
+ * view reads as length 0, like an empty one; the engine's own validation
+ * (every %TypedArray% method runs it) tells them apart.
+ */
+export function isOutOfBounds(view: ArrayBufferView): boolean {
+  try {
+    validatingAt.call(view, 0);
+    return false;
+  } catch {
+    return !isDetached(view);
+  }
 }

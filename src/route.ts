@@ -25,20 +25,7 @@ import { borrowList, IndexList, type NumberList, returnList } from "./number_lis
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
-import { Tensor } from "./tensor.ts";
-import {
-  bindTensor,
-  createBoundTensor,
-  createTensor,
-  readTensor,
-  rebindTensor,
-  shareTensor,
-  tensorAddress,
-  tensorDevice,
-  type TensorFields,
-  tensorStorage,
-  vectorShape,
-} from "./tensor_internals.ts";
+import { Tensor, type TensorFields, tensorInternals, vectorShape } from "./tensor.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
 /** A tensor leaf's fields, read at once (reused: no object per leaf). */
@@ -179,13 +166,13 @@ export class Route implements LeafSink {
     const target = this.target;
     if (leaf instanceof Tensor) {
       const fields = FIELDS;
-      readTensor(leaf, fields);
+      tensorInternals.read(leaf, fields);
       const source = fields.device;
       this.bytes += fields.byteLength;
       if (source === target) {
         // Not copied, yet a tensor of its own: disposing the result must
         // not dispose the caller's input (nor the input the result).
-        const shared = shareTensor(leaf);
+        const shared = tensorInternals.share(leaf);
         if (data === undefined) this.#shared.push(shared);
         return shared;
       }
@@ -207,7 +194,7 @@ export class Route implements LeafSink {
     this.bytes += leaf.byteLength;
     if (target === CPU) {
       // As in the reference package: a CPU leaf to the CPU is not copied.
-      return createTensor(dtype, vectorShape(leaf.length), CPU, leaf);
+      return tensorInternals.create(dtype, vectorShape(leaf.length), CPU, leaf);
     }
     const arena = arenaOf(leaf);
     if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
@@ -225,7 +212,7 @@ export class Route implements LeafSink {
 
   /** Binds output `index` to `offset` in `storage`, taking over one of its holds. */
   bind(index: number, storage: Storage, offset: number): void {
-    bindTensor(this.outputs[index], storage, offset);
+    tensorInternals.bind(this.outputs[index], storage, offset);
   }
 
   /**
@@ -233,7 +220,9 @@ export class Route implements LeafSink {
    * memory they own: CUDA→CPU results without pinned staging.
    */
   moveOutputsToOrdinaryMemory(indices: readonly number[]): void {
-    for (const i of indices) rebindTensor(this.outputs[i], this.outputs[i].toTypedArray().slice());
+    for (const i of indices) {
+      tensorInternals.rebind(this.outputs[i], this.outputs[i].toTypedArray().slice());
+    }
   }
 
   /** The bytes of CPU leaf `index` (the leaf itself, or a tensor's view). */
@@ -249,7 +238,7 @@ export class Route implements LeafSink {
 
   /** The address of leaf `index` (a tensor in pooled memory: device or pinned). */
   sourceAddress(index: number): number {
-    return tensorAddress(this.leaves[index] as Tensor);
+    return tensorInternals.address(this.leaves[index] as Tensor);
   }
 
   /**
@@ -264,14 +253,15 @@ export class Route implements LeafSink {
     const pinned: boolean[] = [];
     for (let i = 0; i < this.#moving; i++) {
       const leaf = this.leaves[i];
-      if (!(leaf instanceof Tensor) || tensorStorage(leaf) === undefined) continue;
-      addresses[i] = tensorAddress(leaf);
+      if (!(leaf instanceof Tensor) || tensorInternals.storage(leaf) === undefined) continue;
+      addresses[i] = tensorInternals.address(leaf);
       pinned[i] = leaf.pinned;
       if (leaf.pinned) this.hostData[i] = leaf.toTypedArray();
     }
     // This route's own methods: the routes of copies that never wait keep
     // the plain ones (a check in them cost GPU→CPU copies 2–4 %, per leaf).
-    this.sourceAddress = (index) => addresses[index] ?? tensorAddress(this.leaves[index] as Tensor);
+    this.sourceAddress = (index) =>
+      addresses[index] ?? tensorInternals.address(this.leaves[index] as Tensor);
     this.isPinned = (index) => pinned[index] ?? false;
   }
 
@@ -305,7 +295,7 @@ export class Route implements LeafSink {
     let lastSource = NaN;
     let list: number[] = [];
     for (const i of indices) {
-      const source = tensorDevice(this.leaves[i] as Tensor);
+      const source = tensorInternals.device(this.leaves[i] as Tensor);
       if (source !== lastSource) {
         lastSource = source;
         let found = groups.get(source);
@@ -331,9 +321,16 @@ export class Route implements LeafSink {
       // Created where it will lie if the batch goes in one run from the
       // arena's start (a batch built in a fresh arena): see `arenaStorage`.
       const storage = this.arenaStorage ??= this.#pendingStorage(this.target);
-      output = createBoundTensor(dtype, shape, this.target, bytes, storage, data.byteOffset);
+      output = tensorInternals.createBound(
+        dtype,
+        shape,
+        this.target,
+        bytes,
+        storage,
+        data.byteOffset,
+      );
     } else {
-      output = createTensor(dtype, shape, this.target, bytes);
+      output = tensorInternals.create(dtype, shape, this.target, bytes);
     }
     this.movedBytes += bytes;
     this.leaves[index] = leaf;
@@ -369,8 +366,8 @@ export class Route implements LeafSink {
       this.h2d.push(index);
       this.codes.push(code);
       const output = offset < 0
-        ? createTensor(dtype, shape, this.target, bytes)
-        : createBoundTensor(
+        ? tensorInternals.create(dtype, shape, this.target, bytes)
+        : tensorInternals.createBound(
           dtype,
           shape,
           this.target,
@@ -381,7 +378,7 @@ export class Route implements LeafSink {
       this.outputs[index] = output;
       return output;
     }
-    const output = createTensor(dtype, shape, this.target, bytes);
+    const output = tensorInternals.create(dtype, shape, this.target, bytes);
     this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;

@@ -19,8 +19,7 @@ import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import { Route } from "./route.ts";
 import type { Storage } from "./memory/storage.ts";
-import type { Tensor } from "./tensor.ts";
-import { tensorStorage } from "./tensor_internals.ts";
+import { type Tensor, tensorInternals } from "./tensor.ts";
 import { walk } from "./walk/walk.ts";
 import { submit, submitAfter } from "./transfer/submit.ts";
 import { pendingChunkStorage } from "./transfer/chunks.ts";
@@ -238,7 +237,7 @@ function holdOutputsUntilQueued(outputs: readonly Tensor[], queued: Promise<void
   const held: Storage[] = [];
   let last: Storage | undefined;
   for (const output of outputs) {
-    const storage = tensorStorage(output);
+    const storage = tensorInternals.storage(output);
     if (storage === undefined || storage === last) continue;
     storage.retain();
     held.push(last = storage);

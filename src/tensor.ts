@@ -13,28 +13,48 @@ import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
+  arrayFitsDType,
   builtinClassOf,
   type DType,
   DTYPE_SIZE,
+  dtypeOfArray,
+  isDetached,
+  isDType,
+  isOutOfBounds,
   type TypedArray,
   typedArrayNameOf,
 } from "./dtype.ts";
 import { type After, afterOption, type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
-import { checkTensorArgs, isDetached } from "./tensor_args.ts";
+import { shown } from "./shown.ts";
 
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];
 
-/** Library-internal access to a tensor's private state; `tensor_internals.ts` wraps it. */
+/**
+ * Library-internal access to a tensor's private state (not exported by
+ * `mod.ts`): the one interface through which the library creates, binds and
+ * reads tensors. Callers use {@linkcode tensorInternals}'s functions
+ * directly (one call per use, no forwarding layer).
+ */
 export interface TensorInternals {
+  /**
+   * Creates a tensor over `contents`: host data it wraps, or a byte length.
+   * A tensor for a device copy is created unbound and bound to its memory
+   * with `bind` once that memory is planned. `shape` must be frozen (see
+   * {@linkcode vectorShape}): tensors share shapes.
+   */
   create(
     dtype: DType,
     shape: readonly number[],
     device: DeviceIndex,
     contents: number | TypedArray,
   ): Tensor;
+  /**
+   * Creates a tensor of `byteLength` bytes already bound to `offset` in
+   * `storage` (whose hold it takes over): an output placed by the walk.
+   */
   createBound(
     dtype: DType,
     shape: readonly number[],
@@ -43,19 +63,47 @@ export interface TensorInternals {
     storage: Storage,
     offset: number,
   ): Tensor;
+  /** Points a tensor at `offset` in `storage`, whose hold it takes over. */
   bind(tensor: Tensor, storage: Storage, offset: number): void;
+  /** Moves a tensor to host data it owns, releasing its storage. */
   rebind(tensor: Tensor, data: TypedArray): void;
+  /**
+   * A new tensor over the same memory as `tensor` (same dtype, shape and
+   * device), with its own hold on it: a hold on the pooled storage, or the
+   * same host data. Disposing either leaves the other valid; the memory
+   * goes back once both are disposed. `tensor` must not be disposed.
+   */
   share(tensor: Tensor): Tensor;
+  /** The device index of a tensor. */
   device(tensor: Tensor): DeviceIndex;
+  /** The pooled storage behind a tensor, if any. */
   storage(tensor: Tensor): Storage | undefined;
-  offset(tensor: Tensor): number;
+  /** The address of a storage-backed tensor's first byte. */
+  address(tensor: Tensor): number;
+  /**
+   * The host data a CPU tensor wraps, if it wraps any. A length-tracking
+   * view whose buffer grew comes back as a fixed-length view of the
+   * tensor's bytes; one whose buffer shrank or was detached comes back as
+   * it is (its `byteLength` then differs from the tensor's, which callers
+   * check).
+   */
   data(tensor: Tensor): TypedArray | undefined;
+  /**
+   * The host data of a tensor leaf as the walk reads it: as `data`, or
+   * {@linkcode REJECTED_LEAF} for a disposed tensor or one whose data no
+   * longer has its bytes (one call per leaf).
+   */
   walkData(tensor: Tensor): TypedArray | undefined | typeof REJECTED_LEAF;
+  /** Reads a tensor's description into `into` (one call, where a leaf needs several fields). */
   read(tensor: Tensor, into: TensorFields): void;
+  /** The host arena a CPU tensor's data lies in, if any (found when the tensor was made). */
   arena(tensor: Tensor): ArenaMemory | undefined;
 }
 
-/** Filled in by `Tensor`'s static block (library-internal: not exported by mod.ts). */
+/**
+ * Filled in by `Tensor`'s static block, so that its functions reach the
+ * private fields (library-internal: not exported by mod.ts).
+ */
 export const tensorInternals = {} as TensorInternals;
 
 /** What `tensorInternals.walkData` returns for a tensor the walk must refuse. */
@@ -199,7 +247,7 @@ export class Tensor {
     };
     tensorInternals.device = (tensor) => tensor.#deviceIndex;
     tensorInternals.storage = (tensor) => tensor.#storage;
-    tensorInternals.offset = (tensor) => tensor.#offset;
+    tensorInternals.address = (tensor) => tensor.#storage!.address + tensor.#offset;
     tensorInternals.data = (tensor) => {
       const data = tensor.#data;
       // The walk reads this for every CPU tensor leaf: one comparison on
@@ -250,7 +298,7 @@ export class Tensor {
    * ```
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
-    const { type, dims, view } = checkTensorArgs(data, shape, dtype);
+    const { type, dims, view } = checkFromArgs(data, shape, dtype);
     return new Tensor(CONSTRUCT, type, Object.freeze(dims), CPU, view);
   }
 
@@ -396,4 +444,100 @@ export class Tensor {
     const what = `${this.dtype} [${this.shape.join(", ")}] on ${this.device}`;
     throw new Error(`Cannot use a disposed tensor (${what}): copy or wrap the data again`);
   }
+}
+
+/**
+ * The dtype and dimensions of a tensor over `data`, or the error that
+ * `Tensor.from` throws for them.
+ *
+ * @throws {TypeError} for data that is no supported TypedArray, an unknown
+ * dtype, a dtype that does not fit the array class, or a detached buffer
+ * @throws {RangeError} when the product of `shape` is not `data.length`
+ */
+function checkFromArgs(
+  data: TypedArray,
+  shape: readonly number[] | undefined,
+  dtype: DType | undefined,
+): { type: DType; dims: number[]; view: TypedArray } {
+  const natural = ArrayBuffer.isView(data) ? dtypeOfArray(data) : undefined;
+  if (natural === undefined) {
+    throw new TypeError(`Cannot create a tensor from ${describe(data)}: expected a TypedArray`);
+  }
+  if (isDetached(data)) {
+    throw new TypeError("Cannot create a tensor over a detached ArrayBuffer");
+  }
+  if (data.byteLength === 0 && isOutOfBounds(data)) {
+    throw new TypeError(
+      "Cannot create a tensor over a view that no longer fits its resized buffer",
+    );
+  }
+  const type = dtype ?? natural;
+  if (!isDType(type)) {
+    throw new TypeError(
+      `Invalid dtype: expected one of ${Object.keys(DTYPE_SIZE).join(", ")}, got ${
+        typeof type === "string" ? `"${type}"` : shown(type)
+      }`,
+    );
+  }
+  if (!arrayFitsDType(data, type)) {
+    throw new TypeError(`Cannot create a "${type}" tensor from a ${data.constructor.name}`);
+  }
+  if (shape !== undefined && !Array.isArray(shape)) {
+    throw new TypeError(`Invalid shape: expected an array of dimensions, got ${shown(shape)}`);
+  }
+  const dims = shape === undefined ? [data.length] : [...shape];
+  let numel = 1;
+  for (let i = 0; i < dims.length; i++) {
+    const dim = dims[i];
+    if (!Number.isSafeInteger(dim) || dim < 0) {
+      throw new RangeError(
+        `Invalid shape: expected non-negative integer dimensions, got [${
+          dims.map(shown).join(", ")
+        }]`,
+      );
+    }
+    // -0 passes the checks above; a shape holds +0 (Object.is tells them apart).
+    dims[i] = dim + 0;
+    numel *= dim;
+  }
+  if (numel !== data.length) {
+    throw new RangeError(
+      `Invalid shape: expected ${data.length} elements (the data's), got [${
+        dims.join(", ")
+      }] (${numel} elements)`,
+    );
+  }
+  // Over a buffer that can change size, keep a fixed-length view: a
+  // length-tracking one would report a different size after a resize.
+  const buffer = data.buffer as ArrayBuffer & { growable?: boolean };
+  const resizable = buffer.resizable === true || buffer.growable === true;
+  const view = resizable ? new (builtinClassOf(data))(buffer, data.byteOffset, data.length) : data;
+  return { type, dims, view };
+}
+
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (typeof value !== "object") return typeof value;
+  return value.constructor?.name ?? "an object";
+}
+
+// Shapes of lengths below SHORT_LENGTHS by index (an array load per leaf,
+// where a Map lookup showed in profiles), the others in a bounded Map.
+const SHORT_LENGTHS = 4096;
+const SHORT_SHAPES: (readonly number[] | undefined)[] = new Array(SHORT_LENGTHS).fill(undefined);
+const VECTOR_SHAPES = new Map<number, readonly number[]>();
+const MAX_SHARED_SHAPES = 4096;
+
+/**
+ * The frozen shape `[length]`, shared by every tensor of that length (no
+ * array allocated per output, and none that a caller could change).
+ */
+export function vectorShape(length: number): readonly number[] {
+  if (length < SHORT_LENGTHS) return SHORT_SHAPES[length] ??= Object.freeze([length]);
+  let shape = VECTOR_SHAPES.get(length);
+  if (shape === undefined) {
+    shape = Object.freeze([length]);
+    if (VECTOR_SHAPES.size < MAX_SHARED_SHAPES) VECTOR_SHAPES.set(length, shape);
+  }
+  return shape;
 }

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { hostArena, prefetch, Tensor } from "../mod.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
-import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
+import { tensorInternals, vectorShape } from "../src/tensor.ts";
 
 function batches(count: number, log: number[] = []): Iterable<{ ids: Int32Array }> {
   return {
@@ -230,8 +230,8 @@ Deno.test("a source that delivers each batch only after the loop took the one be
 
 /** A tensor on `device` bound to a fresh block of `pool` (its one hold); its bytes are never read. */
 function pooledTensor(pool: BlockPool, device: number, bytes = 64): Tensor {
-  const tensor = createTensor("float32", vectorShape(bytes / 4), device, bytes);
-  bindTensor(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
+  const tensor = tensorInternals.create("float32", vectorShape(bytes / 4), device, bytes);
+  tensorInternals.bind(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
   return tensor;
 }
 

@@ -4,7 +4,7 @@ import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
 import { Route } from "../src/route.ts";
-import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
+import { tensorInternals, vectorShape } from "../src/tensor.ts";
 import { walk } from "../src/walk/walk.ts";
 
 const CUDA0 = 0;
@@ -67,8 +67,8 @@ Deno.test("a tensor already on the target is not routed: the result holds a new 
 
 /** A tensor on `device` bound to `bytes` of a fresh block of `pool` (its one hold). */
 function pooledTensor(pool: BlockPool, device: number, bytes: number): Tensor {
-  const tensor = createTensor("float32", vectorShape(bytes / 4), device, bytes);
-  bindTensor(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
+  const tensor = tensorInternals.create("float32", vectorShape(bytes / 4), device, bytes);
+  tensorInternals.bind(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
   return tensor;
 }
 
@@ -136,15 +136,14 @@ Deno.test("without packing the route plans nothing during the walk", () => {
   route.releaseLists();
 });
 
-Deno.test("a route groups device leaves by their device, in order, and holds each input storage once per run", async () => {
-  const { createTensor, bindTensor } = await import("../src/tensor_internals.ts");
+Deno.test("a route groups device leaves by their device, in order, and holds each input storage once per run", () => {
   const pool = addressPool();
   const chunk = new Storage(pool, pool.acquire(1024), 3);
   const other = new Storage(pool, pool.acquire(1024), 1);
   // Made-up device tensors (unbound memory is enough for the route).
   const onDevice = (device: number, storage: Storage, offset: number) => {
-    const tensor = createTensor("float32", [1], device, 4);
-    bindTensor(tensor, storage, offset);
+    const tensor = tensorInternals.create("float32", [1], device, 4);
+    tensorInternals.bind(tensor, storage, offset);
     return tensor;
   };
   const fromOne = new Route(CPU, resolveOptions(undefined));

@@ -3,7 +3,7 @@ import { deviceCount, disposeAll, setMemoryLimits, startCopy, Tensor } from "../
 import { CPU } from "../src/device.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
-import { bindTensor, createTensor, vectorShape } from "../src/tensor_internals.ts";
+import { tensorInternals, vectorShape } from "../src/tensor.ts";
 
 Deno.test("startCopy() to cpu wraps TypedArray leaves over the same memory", async () => {
   const boxes = new Float32Array([1, 2, 3, 4]);
@@ -51,8 +51,8 @@ function addressPool(): BlockPool {
 
 /** A tensor on `device` bound to a fresh block of `pool` (its one hold); its bytes are never read. */
 function pooledTensor(pool: BlockPool, device: number, bytes = 64): Tensor {
-  const tensor = createTensor("float32", vectorShape(bytes / 4), device, bytes);
-  bindTensor(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
+  const tensor = tensorInternals.create("float32", vectorShape(bytes / 4), device, bytes);
+  tensorInternals.bind(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
   return tensor;
 }
 

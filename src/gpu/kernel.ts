@@ -23,8 +23,7 @@ import { cudaError, type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
-import { Tensor } from "../tensor.ts";
-import { tensorAddress, tensorDevice, tensorStorage } from "../tensor_internals.ts";
+import { Tensor, tensorInternals } from "../tensor.ts";
 import { type After, checkAfter, notQueuedYet, orderAfter, orderAfterOn } from "./after.ts";
 import {
   checkStream,
@@ -316,16 +315,16 @@ export class Kernel {
       if (arg instanceof Tensor) {
         if (type !== "ptr") throw argError(i, type, arg);
         if (arg.disposed) throw new TypeError(`Invalid args[${i}]: the tensor was disposed`);
-        const device = tensorDevice(arg);
+        const device = tensorInternals.device(arg);
         if (device !== this.#device) {
           const error =
             `Invalid args[${i}]: expected a tensor on ${this.device}, got one on ${arg.device}`;
           throw device < 0 ? new TypeError(error) : new RangeError(error);
         }
-        const storage = tensorStorage(arg);
+        const storage = tensorInternals.storage(arg);
         let address = 0;
         if (storage !== undefined) {
-          address = tensorAddress(arg);
+          address = tensorInternals.address(arg);
           (holds ??= []).push(storage);
         }
         this.#u32[at >> 2] = address % TWO_32;

@@ -36,7 +36,7 @@ export interface PlanHooks {
   /** Whether a value is a TypedArray leaf (`isTypedArray`). */
   isLeafArray(value: unknown): value is { byteLength: number };
   /**
-   * The host data of a tensor leaf (`tensorWalkData`), or
+   * The host data of a tensor leaf (`tensorInternals.walkData`), or
    * {@linkcode PlanHooks.rejected} for one the generic walk refuses.
    */
   leafData(value: Tensor): unknown;

@@ -10,10 +10,8 @@
  * @module
  */
 
-import { isTypedArray } from "../dtype.ts";
-import { Tensor } from "../tensor.ts";
-import { REJECTED_LEAF, tensorWalkData } from "../tensor_internals.ts";
-import { isDetached, isOutOfBounds } from "../tensor_args.ts";
+import { isDetached, isOutOfBounds, isTypedArray } from "../dtype.ts";
+import { REJECTED_LEAF, Tensor, tensorInternals } from "../tensor.ts";
 import {
   ARRAY,
   arrayIndex,
@@ -98,7 +96,7 @@ function visit(
   if (value instanceof Tensor) {
     // A detached view reads as length 0: its length is compared (cheap)
     // rather than `.buffer.detached` read (costly) for every leaf.
-    const data = tensorWalkData(value);
+    const data = tensorInternals.walkData(value);
     if (data === REJECTED_LEAF) throw value.disposed ? rejected.disposed() : rejected.shrunk();
     return sink.add(value, data);
   }
@@ -201,7 +199,9 @@ function visit(
 
 const PLAN_HOOKS: PlanHooks = {
   visit: visit as PlanHooks["visit"],
-  leafData: tensorWalkData,
+  // Read once here: tensor.ts (which fills tensorInternals) is evaluated
+  // before this module, since nothing it imports imports the walk.
+  leafData: tensorInternals.walkData,
   rejected: REJECTED_LEAF,
   visitByKeys,
   isLeafArray: isTypedArray,
