@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { formatPath, pathKey, rejected, rethrowUnder, WalkError } from "../../src/walk/errors.ts";
+import {
+  formatPath,
+  pathKey,
+  rejected,
+  rethrowUnder,
+  type WalkError,
+} from "../../src/walk/errors.ts";
 
 Deno.test("formatPath: identifiers as .name, numbers as [i], other keys quoted in brackets", () => {
   assert.equal(formatPath([]), "$");
