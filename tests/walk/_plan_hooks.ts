@@ -1,0 +1,26 @@
+// Hooks for compiled plans in tests: a Tensor leaf class, a generic walk
+// that records what it was handed and returns a marker.
+import { Tensor } from "../../mod.ts";
+import type { PlanHooks } from "../../src/walk/plan.ts";
+
+/** Test hooks; `visited` lists the values handed to the generic walk, with their depth. */
+export function recordingHooks(): PlanHooks & { visited: [unknown, number][] } {
+  const visited: [unknown, number][] = [];
+  const REJECTED = Symbol("rejected");
+  return {
+    visited,
+    visit(value, depth) {
+      visited.push([value, depth]);
+      return "generic";
+    },
+    visitByKeys: () => false,
+    isLeafArray: (value): value is { byteLength: number } =>
+      ArrayBuffer.isView(value) && !(value instanceof DataView),
+    leafData: (tensor) => tensor.disposed ? REJECTED : "tensor data",
+    rejected: REJECTED,
+    leafClass: Tensor,
+  };
+}
+
+/** A sink whose `add` returns `[leaf, data]`. */
+export const pairSink = { add: (leaf: unknown, data: unknown): unknown => [leaf, data] };

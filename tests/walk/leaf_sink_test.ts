@@ -1,0 +1,56 @@
+import assert from "node:assert/strict";
+import { Tensor } from "../../mod.ts";
+import { collectLeaves } from "../../src/walk/leaf_sink.ts";
+import { walk } from "../../src/walk/walk.ts";
+
+Deno.test("collectLeaves lists TypedArray and Tensor leaves in walk order, nothing else", () => {
+  const a = new Float32Array(2);
+  const b = Tensor.from(new Int32Array(3), [3]);
+  const c = new Uint8Array(1);
+  try {
+    assert.deepEqual(collectLeaves([a, 5, "s", null, { b, d: [c] }]), [a, b, c]);
+    assert.deepEqual(collectLeaves({ none: [1, 2] }), []);
+  } finally {
+    b.dispose();
+  }
+});
+
+Deno.test("a sink's add gets each leaf with its host bytes, and what it returns takes the leaf's place", () => {
+  const data = new Int32Array([1, 2, 3]);
+  const tensor = Tensor.from(data, [3]);
+  const array = new Float64Array(1);
+  const added: [unknown, unknown][] = [];
+  let ends = 0;
+  try {
+    const out = walk({ t: tensor, list: [array] }, {
+      add(leaf, bytes) {
+        added.push([leaf, bytes]);
+        return added.length;
+      },
+      end() {
+        ends++;
+      },
+    });
+    assert.deepEqual(out, { t: 1, list: [2] });
+    assert.equal(added[0][0], tensor);
+    assert.ok(added[0][1] instanceof Int32Array);
+    assert.deepEqual(added[1], [array, array]);
+    assert.equal(ends, 1);
+  } finally {
+    tensor.dispose();
+  }
+});
+
+Deno.test("a sink's end is not called when the walk is rejected", () => {
+  let ends = 0;
+  const cyclic: unknown[] = [new Float32Array(1)];
+  cyclic.push(cyclic);
+  assert.throws(() =>
+    walk(cyclic, {
+      add: () => 0,
+      end() {
+        ends++;
+      },
+    }), { name: "TypeError", message: /cyclic/ });
+  assert.equal(ends, 0);
+});
