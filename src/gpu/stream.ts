@@ -12,6 +12,7 @@
  * @module
  */
 
+import { shown } from "../shown.ts";
 import {
   cudaError,
   libraryStream,
@@ -275,9 +276,14 @@ export function checkStream(value: unknown, what: string, device?: DeviceIndex):
 /** A short description of a value for error messages. */
 export function describe(value: unknown): string {
   if (value === null) return "null";
-  if (typeof value === "object") return value.constructor?.name ?? "an object";
   if (typeof value === "string") return `"${value}"`;
-  return String(value);
+  // shown() never throws (a constructor getter that throws, a Symbol, a
+  // revoked Proxy): validating an argument must not fail on its message.
+  if (typeof value === "object") {
+    const name = shown(value);
+    return name === "(an object)" ? "an object" : name.slice(1, -1);
+  }
+  return shown(value);
 }
 
 const defaults: CudaStream[] = [];

@@ -178,9 +178,7 @@ Deno.test("launch: a tensor argument must be a live tensor on the kernel's devic
 });
 
 Deno.test({
-  name:
-    "launch: an argument whose constructor getter throws is a TypeError naming it (needs a fix: describe in gpu/stream.ts reads value.constructor unguarded, where shown would not throw)",
-  ignore: true,
+  name: "launch: an argument whose constructor getter throws is a TypeError naming it",
   fn() {
     const hostile = {
       get constructor(): never {
