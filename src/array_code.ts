@@ -7,26 +7,10 @@
  * @module
  */
 
-import { type DType, dtypeOfArray, type TypedArrayConstructor } from "./dtype.ts";
+import { BUILTIN_CLASSES, type DType, dtypeOfArray, type TypedArrayConstructor } from "./dtype.ts";
 
-const Float16ArrayClass: TypedArrayConstructor | undefined =
-  (globalThis as { Float16Array?: TypedArrayConstructor }).Float16Array;
-
-/** The classes by code (`Float16Array` last, where the runtime has it). */
-export const ARRAY_CLASSES: readonly TypedArrayConstructor[] = [
-  Float32Array,
-  Float64Array,
-  Int8Array,
-  Int16Array,
-  Int32Array,
-  BigInt64Array,
-  Uint8Array,
-  Uint8ClampedArray,
-  Uint16Array,
-  Uint32Array,
-  BigUint64Array,
-  ...(Float16ArrayClass ? [Float16ArrayClass] : []),
-];
+/** The classes by code: dtype.ts's one list of the built-in classes. */
+export const ARRAY_CLASSES: readonly TypedArrayConstructor[] = BUILTIN_CLASSES;
 
 /** No code: not a built-in TypedArray, or bytes the walk did not read (pooled memory). */
 export const NO_CODE = 255;

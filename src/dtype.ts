@@ -85,7 +85,12 @@ const ARRAY_CLASS: Readonly<Record<DType, TypedArrayConstructor>> = {
   bool: Uint8Array,
 };
 
-const BUILTIN_CLASSES: TypedArrayConstructor[] = [
+/**
+ * The built-in TypedArray classes a leaf may be, in a fixed order
+ * (`Float16Array` last, where the runtime has it); `src/array_code.ts`
+ * numbers them by this order.
+ */
+export const BUILTIN_CLASSES: readonly TypedArrayConstructor[] = [
   Float32Array,
   Float64Array,
   Int8Array,
@@ -97,8 +102,8 @@ const BUILTIN_CLASSES: TypedArrayConstructor[] = [
   Uint16Array,
   Uint32Array,
   BigUint64Array,
+  ...(Float16ArrayClass ? [Float16ArrayClass] : []),
 ];
-if (Float16ArrayClass) BUILTIN_CLASSES.push(Float16ArrayClass);
 
 const DTYPE_OF_NAME = new Map<string, DType>([
   ["Float32Array", "float32"],

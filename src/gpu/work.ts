@@ -121,20 +121,9 @@ export function deferWork(
   return work;
 }
 
-/**
- * Holds `held` until `work` settles; false (and nothing held) when it
- * already has. The caller has taken the hold (a retain) that this releases.
- */
 // Set only while makeWork constructs: users cannot construct GpuWork.
 let constructing = false;
-let construct: (
-  device: DeviceIndex,
-  stream: number,
-  event: number,
-  what: string,
-  holds?: Releasable[],
-  onSettle?: () => void,
-) => GpuWork;
+let construct: (...args: Parameters<typeof makeWork>) => GpuWork;
 
 /**
  * Library-internal: work queued on `stream` (an address) of `device`,
@@ -158,6 +147,10 @@ export function makeWork(
   }
 }
 
+/**
+ * Holds `held` until `work` settles; false (and nothing held) when it
+ * already has. The caller has taken the hold (a retain) that this releases.
+ */
 export function holdUntilDone(work: GpuWork, held: Releasable): boolean {
   return hold(work, held);
 }

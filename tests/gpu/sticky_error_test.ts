@@ -30,21 +30,25 @@ for (const [label, start] of [
 console.log(JSON.stringify(outcomes));
 `;
 
+/** Runs `script` in a child process (a faulted context cannot be repaired); returns what it printed. */
+async function outcomesOf(script: string): Promise<string[]> {
+  const output = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--no-check", script],
+    stdout: "piped",
+    stderr: "piped",
+    signal: AbortSignal.timeout(60_000),
+  }).output();
+  const stderr = new TextDecoder().decode(output.stderr);
+  assert.equal(output.signal, null, `the process was killed: ${stderr}`);
+  assert.equal(output.code, 0, stderr);
+  return JSON.parse(new TextDecoder().decode(output.stdout).trim());
+}
+
 Deno.test({
   ...gpu,
   name: "after an illegal-address fault every copy on that device fails with a CudaError, no hang",
   async fn() {
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["eval", "--no-check", CHILD],
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout(60_000),
-    });
-    const output = await child.output();
-    const stderr = new TextDecoder().decode(output.stderr);
-    assert.equal(output.signal, null, `the process was killed: ${stderr}`);
-    assert.equal(output.code, 0, stderr);
-    const outcomes: string[] = JSON.parse(new TextDecoder().decode(output.stdout).trim());
+    const outcomes = await outcomesOf(CHILD);
     assert.equal(outcomes.length, 3);
     for (const outcome of outcomes) {
       assert.match(outcome, /: CudaError .*CUDA_ERROR_ILLEGAL_ADDRESS/, outcome);
@@ -84,17 +88,7 @@ Deno.test({
   ...gpu,
   name: "a user's kernel that faults rejects its done(); later launches and copies reject, no hang",
   async fn() {
-    const child = new Deno.Command(Deno.execPath(), {
-      args: ["eval", "--no-check", KERNEL_CHILD],
-      stdout: "piped",
-      stderr: "piped",
-      signal: AbortSignal.timeout(60_000),
-    });
-    const output = await child.output();
-    const stderr = new TextDecoder().decode(output.stderr);
-    assert.equal(output.signal, null, `the process was killed: ${stderr}`);
-    assert.equal(output.code, 0, stderr);
-    const outcomes: string[] = JSON.parse(new TextDecoder().decode(output.stdout).trim());
+    const outcomes = await outcomesOf(KERNEL_CHILD);
     assert.equal(outcomes.length, 4, outcomes.join("\n"));
     for (const outcome of outcomes) {
       assert.match(outcome, /: CudaError .*CUDA_ERROR_ILLEGAL_ADDRESS/, outcome);
