@@ -34,7 +34,7 @@ import { shown } from "./shown.ts";
  * const { type, dims } = checkFromArgs(new Uint8Array(6), [2, 3], "bool");
  * assert.equal(type, "bool");
  * assert.deepEqual(dims, [2, 3]);
- * assert.throws(() => checkFromArgs(new Uint8Array(6), [4]), RangeError);
+ * assert.throws(() => checkFromArgs(new Uint8Array(6), [4], undefined), RangeError);
  * ```
  */
 export function checkFromArgs(
