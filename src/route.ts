@@ -25,7 +25,8 @@ import { borrowList, IndexList, type NumberList, returnList } from "./number_lis
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
-import { Tensor, type TensorFields, tensorInternals, vectorShape } from "./tensor.ts";
+import { Tensor, type TensorFields, tensorInternals } from "./tensor.ts";
+import { vectorShape } from "./vector_shape.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
 /** A tensor leaf's fields, read at once (reused: no object per leaf). */

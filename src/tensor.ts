@@ -13,21 +13,17 @@ import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
-  arrayFitsDType,
   builtinClassOf,
   type DType,
   DTYPE_SIZE,
-  dtypeOfArray,
   isDetached,
-  isDType,
-  isOutOfBounds,
   type TypedArray,
   typedArrayNameOf,
 } from "./dtype.ts";
 import { type After, afterOption, type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
-import { shown } from "./shown.ts";
+import { checkFromArgs } from "./tensor_from_args.ts";
 
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];
@@ -444,100 +440,4 @@ export class Tensor {
     const what = `${this.dtype} [${this.shape.join(", ")}] on ${this.device}`;
     throw new Error(`Cannot use a disposed tensor (${what}): copy or wrap the data again`);
   }
-}
-
-/**
- * The dtype and dimensions of a tensor over `data`, or the error that
- * `Tensor.from` throws for them.
- *
- * @throws {TypeError} for data that is no supported TypedArray, an unknown
- * dtype, a dtype that does not fit the array class, or a detached buffer
- * @throws {RangeError} when the product of `shape` is not `data.length`
- */
-function checkFromArgs(
-  data: TypedArray,
-  shape: readonly number[] | undefined,
-  dtype: DType | undefined,
-): { type: DType; dims: number[]; view: TypedArray } {
-  const natural = ArrayBuffer.isView(data) ? dtypeOfArray(data) : undefined;
-  if (natural === undefined) {
-    throw new TypeError(`Cannot create a tensor from ${describe(data)}: expected a TypedArray`);
-  }
-  if (isDetached(data)) {
-    throw new TypeError("Cannot create a tensor over a detached ArrayBuffer");
-  }
-  if (data.byteLength === 0 && isOutOfBounds(data)) {
-    throw new TypeError(
-      "Cannot create a tensor over a view that no longer fits its resized buffer",
-    );
-  }
-  const type = dtype ?? natural;
-  if (!isDType(type)) {
-    throw new TypeError(
-      `Invalid dtype: expected one of ${Object.keys(DTYPE_SIZE).join(", ")}, got ${
-        typeof type === "string" ? `"${type}"` : shown(type)
-      }`,
-    );
-  }
-  if (!arrayFitsDType(data, type)) {
-    throw new TypeError(`Cannot create a "${type}" tensor from a ${data.constructor.name}`);
-  }
-  if (shape !== undefined && !Array.isArray(shape)) {
-    throw new TypeError(`Invalid shape: expected an array of dimensions, got ${shown(shape)}`);
-  }
-  const dims = shape === undefined ? [data.length] : [...shape];
-  let numel = 1;
-  for (let i = 0; i < dims.length; i++) {
-    const dim = dims[i];
-    if (!Number.isSafeInteger(dim) || dim < 0) {
-      throw new RangeError(
-        `Invalid shape: expected non-negative integer dimensions, got [${
-          dims.map(shown).join(", ")
-        }]`,
-      );
-    }
-    // -0 passes the checks above; a shape holds +0 (Object.is tells them apart).
-    dims[i] = dim + 0;
-    numel *= dim;
-  }
-  if (numel !== data.length) {
-    throw new RangeError(
-      `Invalid shape: expected ${data.length} elements (the data's), got [${
-        dims.join(", ")
-      }] (${numel} elements)`,
-    );
-  }
-  // Over a buffer that can change size, keep a fixed-length view: a
-  // length-tracking one would report a different size after a resize.
-  const buffer = data.buffer as ArrayBuffer & { growable?: boolean };
-  const resizable = buffer.resizable === true || buffer.growable === true;
-  const view = resizable ? new (builtinClassOf(data))(buffer, data.byteOffset, data.length) : data;
-  return { type, dims, view };
-}
-
-function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (typeof value !== "object") return typeof value;
-  return value.constructor?.name ?? "an object";
-}
-
-// Shapes of lengths below SHORT_LENGTHS by index (an array load per leaf,
-// where a Map lookup showed in profiles), the others in a bounded Map.
-const SHORT_LENGTHS = 4096;
-const SHORT_SHAPES: (readonly number[] | undefined)[] = new Array(SHORT_LENGTHS).fill(undefined);
-const VECTOR_SHAPES = new Map<number, readonly number[]>();
-const MAX_SHARED_SHAPES = 4096;
-
-/**
- * The frozen shape `[length]`, shared by every tensor of that length (no
- * array allocated per output, and none that a caller could change).
- */
-export function vectorShape(length: number): readonly number[] {
-  if (length < SHORT_LENGTHS) return SHORT_SHAPES[length] ??= Object.freeze([length]);
-  let shape = VECTOR_SHAPES.get(length);
-  if (shape === undefined) {
-    shape = Object.freeze([length]);
-    if (VECTOR_SHAPES.size < MAX_SHARED_SHAPES) VECTOR_SHAPES.set(length, shape);
-  }
-  return shape;
 }

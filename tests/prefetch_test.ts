@@ -2,7 +2,8 @@ import assert from "node:assert/strict";
 import { hostArena, prefetch, Tensor } from "../mod.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
-import { tensorInternals, vectorShape } from "../src/tensor.ts";
+import { tensorInternals } from "../src/tensor.ts";
+import { vectorShape } from "../src/vector_shape.ts";
 
 function batches(count: number, log: number[] = []): Iterable<{ ids: Int32Array }> {
   return {

@@ -4,7 +4,8 @@ import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
 import { Route } from "../src/route.ts";
-import { tensorInternals, vectorShape } from "../src/tensor.ts";
+import { tensorInternals } from "../src/tensor.ts";
+import { vectorShape } from "../src/vector_shape.ts";
 import { walk } from "../src/walk/walk.ts";
 
 const CUDA0 = 0;

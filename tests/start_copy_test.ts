@@ -3,7 +3,8 @@ import { deviceCount, disposeAll, setMemoryLimits, startCopy, Tensor } from "../
 import { CPU } from "../src/device.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
-import { tensorInternals, vectorShape } from "../src/tensor.ts";
+import { tensorInternals } from "../src/tensor.ts";
+import { vectorShape } from "../src/vector_shape.ts";
 
 Deno.test("startCopy() to cpu wraps TypedArray leaves over the same memory", async () => {
   const boxes = new Float32Array([1, 2, 3, 4]);

@@ -7,7 +7,6 @@
 
 import type { TypedArray } from "../dtype.ts";
 import type { Tensor } from "../tensor.ts";
-import { walk } from "./walk.ts";
 
 /** A tensor leaf of the input. */
 export type Leaf = TypedArray | Tensor;
@@ -22,11 +21,4 @@ export interface LeafSink {
   add(leaf: Leaf, data: TypedArray | undefined): unknown;
   /** Called once after the last leaf of a walk that completed. */
   end?(): void;
-}
-
-/** The tensor leaves of `root` in walk order (validated as by {@linkcode walk}). */
-export function collectLeaves(root: unknown): Leaf[] {
-  const leaves: Leaf[] = [];
-  walk(root, { add: (leaf) => leaves.push(leaf) });
-  return leaves;
 }
