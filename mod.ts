@@ -52,7 +52,7 @@ export type { ArrayClass } from "./src/memory/host_arena.ts";
 export type { MemoryLimits } from "./src/memory/limits.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";
-export { CudaError } from "./ffi/native.ts";
+export { CudaError } from "./ffi/cuda_error.ts";
 export { createStream, CudaStream, defaultStream } from "./src/gpu/stream.ts";
 export { GpuWork } from "./src/gpu/work.ts";
 export type { After, DisposeOptions } from "./src/gpu/after.ts";

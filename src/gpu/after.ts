@@ -21,7 +21,8 @@
  */
 
 import { shown } from "../shown.ts";
-import { eventCreate, eventRecordOn, streamFence } from "../../ffi/native.ts";
+import { eventCreate, eventRecordOn } from "../../ffi/events.ts";
+import { streamFence } from "../../ffi/streams.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import {
   AsyncCopyHandle,

@@ -19,7 +19,8 @@
  * @module
  */
 
-import { cudaError, type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../../ffi/native.ts";
+import { type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../../ffi/kernel_modules.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";

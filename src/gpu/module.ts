@@ -6,15 +6,15 @@
  * @module
  */
 
+import { CudaError } from "../../ffi/cuda_error.ts";
 import {
-  CudaError,
-  cudaError,
   functionLimits,
   functionParams,
   moduleFunction,
   moduleLoadOffThread,
   moduleUnload,
-} from "../../ffi/native.ts";
+} from "../../ffi/kernel_modules.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import {
   Kernel,

@@ -13,16 +13,16 @@
  */
 
 import { shown } from "../shown.ts";
+import { MTC_E_WRONG_DEVICE } from "../../ffi/cuda_error.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
 import {
-  cudaError,
   libraryStream,
-  MTC_E_WRONG_DEVICE,
   streamCheck,
   streamCreate,
   streamDestroy,
   streamStatus,
   streamWaitIdleOffThread,
-} from "../../ffi/native.ts";
+} from "../../ffi/streams.ts";
 import { CPU, type DeviceIndex, deviceName, parseDevice } from "../device.ts";
 import { streamTail } from "./stream_tail.ts";
 

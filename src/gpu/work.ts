@@ -35,12 +35,9 @@
  * @module
  */
 
-import {
-  cudaError,
-  eventStatus,
-  eventSynchronizeOffThread,
-  streamWaitEvent,
-} from "../../ffi/native.ts";
+import { eventStatus, eventSynchronizeOffThread } from "../../ffi/events.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
+import { streamWaitEvent } from "../../ffi/streams.ts";
 import { otherWork, type Releasable } from "../copy_handle.ts";
 import type { DeviceIndex } from "../device.ts";
 import { releaseEvent } from "../memory/event_pool.ts";

@@ -18,7 +18,7 @@
  * @module
  */
 
-import { isolateAttached, isolateEnd } from "../../ffi/native.ts";
+import { isolateAttached, isolateEnd } from "../../ffi/process_cache.ts";
 import { reapFinished } from "../copy_handle.ts";
 import { devicePool, devicePoolIndices } from "../memory/device_memory.ts";
 import { abandonEvents } from "../memory/event_pool.ts";
