@@ -47,6 +47,12 @@ if grep -rnE '(from|import\() *"(\.\./)+staging/' src/memory/; then
   echo "boundary: the lines above import staging/ from memory/; memory/ never imports staging/ (staging/ builds on memory/)" >&2
   fail=1
 fi
+# Every import points down docs/ARCHITECTURE.md's rooms and none closes a
+# cycle (.ci/layers.ts, which reads the table).
+if ! bash .ci/layers.sh; then
+  echo "boundary: the layer check failed (.ci/layers.sh): move the import down the rooms, or the file to another room" >&2
+  fail=1
+fi
 
 # The product's exports against the symbol table (names, sorted).
 exported=$(nm -D --defined-only native/prebuilt/linux-x86_64/libmtc.so | awk '$2 == "T" { print $3 }' | sort)
