@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The native boundary is isolated: only ffi/ touches Deno's unsafe FFI API,
-# only ffi/native.ts and ffi/test_aids.ts read the symbol table (and
+# only ffi/shim_call.ts and ffi/test_aids.ts read the symbol table (and
 # ffi/library.ts, which opens it), only native/ holds C or CUDA. The product
 # shim exports exactly the symbols of ffi/symbols.ts. ffi/ never imports
 # src/, and src/memory/ never imports src/staging/.
@@ -16,8 +16,8 @@ if grep -rn 'Deno\.dlopen(' ffi/ | grep -v '^ffi/library.ts:'; then
   echo "boundary: only ffi/library.ts may call Deno.dlopen" >&2
   fail=1
 fi
-if grep -rnE '\.symbols\b' mod.ts src/ ffi/ | grep -vE '^ffi/(native|library|test_aids)\.ts:'; then
-  echo "boundary: only ffi/native.ts and ffi/test_aids.ts may read the symbol table" >&2
+if grep -rnE '\.symbols\b' mod.ts src/ ffi/ | grep -vE '^ffi/(shim_call|library|test_aids)\.ts:'; then
+  echo "boundary: only ffi/shim_call.ts and ffi/test_aids.ts may read the symbol table" >&2
   fail=1
 fi
 if find . -path ./native -prune -o -path ./.git -prune -o -path ./.gpu -prune -o -path ./.wt -prune -o \
@@ -45,6 +45,12 @@ if grep -rnE '(from|import\() *"(\.\./)+src/' ffi/; then
 fi
 if grep -rnE '(from|import\() *"(\.\./)+staging/' src/memory/; then
   echo "boundary: the lines above import staging/ from memory/; memory/ never imports staging/ (staging/ builds on memory/)" >&2
+  fail=1
+fi
+# Every import points down docs/ARCHITECTURE.md's rooms and none closes a
+# cycle (.ci/layers.ts, which reads the table).
+if ! bash .ci/layers.sh; then
+  echo "boundary: the layer check failed (.ci/layers.sh): move the import down the rooms, or the file to another room" >&2
   fail=1
 fi
 

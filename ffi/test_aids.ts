@@ -10,7 +10,7 @@
  */
 
 import { openTestAids } from "./library.ts";
-import { cudaError } from "./native.ts";
+import { cudaError } from "./shim_call.ts";
 
 const library = openTestAids();
 

@@ -22,12 +22,9 @@
  * @module
  */
 
-import {
-  cudaError,
-  eventStatus,
-  eventSynchronizeOffThread,
-  streamWaitEvent,
-} from "../ffi/native.ts";
+import { eventStatus, eventSynchronizeOffThread } from "../ffi/events.ts";
+import { cudaError } from "../ffi/shim_call.ts";
+import { streamWaitEvent } from "../ffi/streams.ts";
 import { checkStream, type CudaStream, streamAddress, streamDevice } from "./gpu/stream.ts";
 import { releaseEvent } from "./memory/event_pool.ts";
 

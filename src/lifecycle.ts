@@ -24,8 +24,11 @@
  */
 
 import { installIdleRelease } from "./memory/idle_release.ts";
-// Installs its `unload` listener when imported (transfer/submit.ts imports it
-// too; a module is evaluated once per isolate, so the listener is added once).
-import "./transfer/exit_release.ts";
+import { installExitRelease } from "./transfer/exit_release.ts";
 
+// Installed here and nowhere else: a hook added as a side effect of
+// importing some copy module (transfer/submit.ts imported exit_release.ts
+// for that) is in place only where that module happens to be imported, and
+// hides from a reader where the isolate's end is handled.
 installIdleRelease();
+installExitRelease();

@@ -8,7 +8,8 @@ import {
   startCopy,
   Tensor,
 } from "../mod.ts";
-import { Kernel, parameterOffsets } from "../src/gpu/kernel.ts";
+import { Kernel } from "../src/gpu/kernel.ts";
+import { parameterOffsets } from "../src/gpu/kernel_params.ts";
 
 // The checks of the GPU-work API that need no GPU: they run before any
 // CUDA call, so a bad argument is refused the same way everywhere.

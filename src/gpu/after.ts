@@ -21,7 +21,8 @@
  */
 
 import { shown } from "../shown.ts";
-import { eventCreate, eventRecordOn, streamFence } from "../../ffi/native.ts";
+import { eventCreate, eventRecordOn } from "../../ffi/events.ts";
+import { streamFence } from "../../ffi/streams.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import {
   AsyncCopyHandle,
@@ -33,15 +34,16 @@ import {
 import { CPU, type DeviceIndex } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
+import { copyStream, CudaStream, describe, streamAddress, streamDevice } from "./stream.ts";
+import { streamTail } from "./stream_tail.ts";
 import {
-  copyStream,
-  CudaStream,
-  describe,
-  streamAddress,
-  streamDevice,
-  streamTail,
-} from "./stream.ts";
-import { enqueueWorkWait, GpuWork, holdUntilDone, makeWork, whenWorkQueued } from "./work.ts";
+  enqueueWorkWait,
+  GpuWork,
+  holdUntilDone,
+  makeWork,
+  tailWork,
+  whenWorkQueued,
+} from "./work.ts";
 
 /** Work that other work can be ordered after, on the GPU. */
 export type After = AsyncCopyHandle<unknown> | GpuWork | CudaStream;
@@ -227,7 +229,7 @@ export class OrderedRelease {
     if (marker === undefined) {
       const device = streamDevice(stream);
       const address = streamAddress(stream);
-      const tail = streamTail(device, address)?.work;
+      const tail = tailWork(device, address);
       if (tail) {
         markers.set(stream, tail);
         return tail;

@@ -19,7 +19,9 @@
  * @module
  */
 
-import { cudaError, type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../../ffi/native.ts";
+import { type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../../ffi/kernel_modules.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
+import { argError, parameterOffsets, type ParamType, rangeError } from "./kernel_params.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
@@ -33,25 +35,6 @@ import {
   streamAddress,
 } from "./stream.ts";
 import { deferWork, type GpuWork, makeWork, reapWork } from "./work.ts";
-
-/**
- * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
- * kernel's device, or a `bigint` address of your own), `"i32"`/`"u32"` 32-bit
- * integers, `"i64"`/`"u64"` 64-bit integers (a safe-integer number or a
- * bigint), `"f32"`/`"f64"` floating point numbers.
- */
-export type ParamType = "ptr" | "i32" | "u32" | "i64" | "u64" | "f32" | "f64";
-
-/** Bytes of each parameter type (also its alignment). */
-export const PARAM_BYTES: Readonly<Record<ParamType, number>> = Object.freeze({
-  ptr: 8,
-  i32: 4,
-  u32: 4,
-  i64: 8,
-  u64: 8,
-  f32: 4,
-  f64: 8,
-});
 
 /** Grid or block dimensions: `x`, or `[x, y?, z?]`. */
 export type Dim3 = number | readonly [number, number?, number?];
@@ -383,23 +366,6 @@ export class Kernel {
   }
 }
 
-function argError(i: number, type: ParamType, value: unknown): TypeError {
-  const expected = type === "ptr"
-    ? "a Tensor or a bigint device address"
-    : type === "f32" || type === "f64"
-    ? "a number"
-    : type === "i32" || type === "u32"
-    ? "an integer number"
-    : "an integer number or a bigint";
-  return new TypeError(
-    `Invalid args[${i}]: expected ${expected} for ${type}, got ${describe(value)}`,
-  );
-}
-
-function rangeError(i: number, type: ParamType, value: number): RangeError {
-  return new RangeError(`Invalid args[${i}]: ${value} is out of range for ${type}`);
-}
-
 function writeDim3(
   into: Uint32Array,
   at: number,
@@ -425,21 +391,6 @@ function writeDim3(
     }
     into[at + d] = n;
   }
-}
-
-/** Each parameter's offset (aligned to its size) and the bytes of all of them. */
-export function parameterOffsets(
-  params: readonly ParamType[],
-): { offsets: Int32Array; bytes: number } {
-  const offsets = new Int32Array(params.length);
-  let bytes = 0;
-  params.forEach((type, i) => {
-    const size = PARAM_BYTES[type];
-    bytes = Math.ceil(bytes / size) * size;
-    offsets[i] = bytes;
-    bytes += size;
-  });
-  return { offsets, bytes };
 }
 
 // A launch config's own value of `key` (the keys were checked), without

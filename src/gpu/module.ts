@@ -7,22 +7,17 @@
  */
 
 import {
-  CudaError,
-  cudaError,
   functionLimits,
   functionParams,
   moduleFunction,
   moduleLoadOffThread,
   moduleUnload,
-} from "../../ffi/native.ts";
+} from "../../ffi/kernel_modules.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
-import {
-  Kernel,
-  type KernelOwner,
-  PARAM_BYTES,
-  parameterOffsets,
-  type ParamType,
-} from "./kernel.ts";
+import { Kernel, type KernelOwner } from "./kernel.ts";
+import { checkAgainstImage, MAX_PARAMS, PARAM_TYPES, type ParamType } from "./kernel_params.ts";
+import { ModuleLoadError } from "./module_load_error.ts";
 import { describe, parseCudaDevice } from "./stream.ts";
 
 /** Options of {@linkcode loadModule}. */
@@ -31,26 +26,7 @@ export interface LoadModuleOptions {
   device?: string;
 }
 
-/**
- * The driver could not load a module: a `CudaError` (e.g.
- * `CUDA_ERROR_INVALID_PTX`) that carries the JIT's error log.
- */
-export class ModuleLoadError extends CudaError {
-  /** The JIT's error log (`""` when it wrote none). */
-  readonly log: string;
-
-  /** Wraps the failure `cause` with the JIT's `log`. */
-  constructor(cause: CudaError, log: string) {
-    super(cause.code, cause.cudaName, log ? `${cause.text}\n${log}` : cause.text, cause.op);
-    this.name = "ModuleLoadError";
-    this.log = log;
-  }
-}
-
-const PARAM_TYPES = new Set(Object.keys(PARAM_BYTES));
 const CUDA_ERROR_NOT_FOUND = 500;
-/** Parameters a kernel's image is asked for at most (its 32 KiB of parameters hold 4096 of 8 bytes). */
-const MAX_PARAMS = 4096;
 
 /**
  * Loads device code on a device: PTX text (a string, or its bytes), a
@@ -273,31 +249,4 @@ export class CudaModule {
   #unload(): void {
     moduleUnload(this.#device, this.#address);
   }
-}
-
-/** Checks declared parameter types against the image's layout, where the driver gave it. */
-function checkAgainstImage(
-  name: string,
-  params: readonly ParamType[],
-  image: { offset: number; size: number }[] | undefined,
-): void {
-  if (image === undefined) return;
-  const sizes = image.map((p) => p.size);
-  if (image.length !== params.length) {
-    throw new TypeError(
-      `Invalid params: kernel "${name}" takes ${image.length} parameter${
-        image.length === 1 ? "" : "s"
-      } (of ${sizes.join(", ")} bytes), got ${params.length} (${params.join(", ")})`,
-    );
-  }
-  const { offsets } = parameterOffsets(params);
-  params.forEach((type, i) => {
-    if (PARAM_BYTES[type] !== image[i].size || offsets[i] !== image[i].offset) {
-      throw new TypeError(
-        `Invalid params[${i}]: kernel "${name}" takes a ${
-          image[i].size
-        }-byte parameter there, got ${type} (${PARAM_BYTES[type]} bytes)`,
-      );
-    }
-  });
 }

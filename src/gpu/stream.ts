@@ -13,18 +13,18 @@
  */
 
 import { shown } from "../shown.ts";
+import { MTC_E_WRONG_DEVICE } from "../../ffi/cuda_error.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
 import {
-  cudaError,
   libraryStream,
-  MTC_E_WRONG_DEVICE,
   streamCheck,
   streamCreate,
   streamDestroy,
   streamStatus,
   streamWaitIdleOffThread,
-} from "../../ffi/native.ts";
+} from "../../ffi/streams.ts";
 import { CPU, type DeviceIndex, deviceName, parseDevice } from "../device.ts";
-import type { GpuWork } from "./work.ts";
+import { streamTail } from "./stream_tail.ts";
 
 /** Parses a CUDA device string; `what` names the argument in errors. */
 export function parseCudaDevice(device: unknown, what = "device"): DeviceIndex {
@@ -220,30 +220,6 @@ export class CudaStream {
       this.disposed ? ", disposed" : ""
     })`;
   }
-}
-
-/** The last launch on a stream that is not queued yet, and when it is (gpu/work.ts). */
-export interface StreamTail {
-  readonly work: GpuWork;
-  /** Resolves once it is queued, or has failed (never rejects). */
-  readonly queued: Promise<void>;
-}
-
-const tails: Map<number, StreamTail>[] = [];
-
-/** The last launch not queued yet on the stream at address `stream` of `device`, if any. */
-export function streamTail(device: DeviceIndex, stream: number): StreamTail | undefined {
-  return tails[device]?.get(stream);
-}
-
-/** Makes `tail` the last launch not queued yet on `stream` of `device`. */
-export function setStreamTail(device: DeviceIndex, stream: number, tail: StreamTail): void {
-  (tails[device] ??= new Map()).set(stream, tail);
-}
-
-/** Forgets `work` as the tail of `stream` of `device` (it is queued, or failed). */
-export function clearStreamTail(device: DeviceIndex, stream: number, work: GpuWork): void {
-  if (tails[device]?.get(stream)?.work === work) tails[device].delete(stream);
 }
 
 /** The address of a live stream (library-internal). @throws {Error} when disposed */

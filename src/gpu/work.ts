@@ -35,23 +35,14 @@
  * @module
  */
 
-import {
-  cudaError,
-  eventStatus,
-  eventSynchronizeOffThread,
-  streamWaitEvent,
-} from "../../ffi/native.ts";
+import { eventStatus, eventSynchronizeOffThread } from "../../ffi/events.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
+import { streamWaitEvent } from "../../ffi/streams.ts";
 import { otherWork, type Releasable } from "../copy_handle.ts";
 import type { DeviceIndex } from "../device.ts";
 import { releaseEvent } from "../memory/event_pool.ts";
-import {
-  checkStream,
-  clearStreamTail,
-  type CudaStream,
-  setStreamTail,
-  streamAddress,
-  streamDevice,
-} from "./stream.ts";
+import { checkStream, type CudaStream, streamAddress, streamDevice } from "./stream.ts";
+import { clearStreamTail, setStreamTail, streamTail } from "./stream_tail.ts";
 
 const PENDING = 0;
 const DONE = 1;
@@ -119,6 +110,15 @@ export function deferWork(
     issue(work, event);
   });
   return work;
+}
+
+/**
+ * The last launch on the stream at address `stream` of `device` that is not
+ * queued yet, if any. Every tail is a `GpuWork`: only {@linkcode deferWork}
+ * sets one (gpu/stream_tail.ts keeps it by identity, to stay below this file).
+ */
+export function tailWork(device: DeviceIndex, stream: number): GpuWork | undefined {
+  return streamTail(device, stream)?.work as GpuWork | undefined;
 }
 
 // Set only while makeWork constructs: users cannot construct GpuWork.

@@ -15,7 +15,8 @@
  * @module
  */
 
-import { blockFree, deviceAlloc, deviceFree } from "../../ffi/native.ts";
+import { deviceAlloc, deviceFree } from "../../ffi/native.ts";
+import { blockFree } from "../../ffi/process_cache.ts";
 import { BlockPool } from "./block_pool.ts";
 import { memoryLimits } from "./limits.ts";
 import { sharedCache } from "./process_cache.ts";

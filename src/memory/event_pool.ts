@@ -12,7 +12,7 @@
  * @module
  */
 
-import { eventGive, eventTake } from "../../ffi/native.ts";
+import { eventGive, eventTake } from "../../ffi/process_cache.ts";
 
 /** Idle events this isolate keeps per device; the others go back to the process. */
 export const EVENT_FRONT = 64;

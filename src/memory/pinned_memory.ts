@@ -13,7 +13,8 @@
  * @module
  */
 
-import { blockFree, hostAlloc, hostArrayBuffer, hostFree, PINNED_KIND } from "../../ffi/native.ts";
+import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import { blockFree, PINNED_KIND } from "../../ffi/process_cache.ts";
 import { type Block, BlockPool } from "./block_pool.ts";
 import { memoryLimits } from "./limits.ts";
 import { sharedCache } from "./process_cache.ts";

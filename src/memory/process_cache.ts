@@ -21,7 +21,7 @@ import {
   requestCacheFlush,
   stagersTrim,
   type Trimmed,
-} from "../../ffi/native.ts";
+} from "../../ffi/process_cache.ts";
 import { deviceCount } from "../device.ts";
 import type { Block, SharedBlockCache } from "./block_pool.ts";
 

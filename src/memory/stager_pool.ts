@@ -12,7 +12,7 @@
  * @module
  */
 
-import { stagerGive, stagersTrim, stagerTake } from "../../ffi/native.ts";
+import { stagerGive, stagersTrim, stagerTake } from "../../ffi/process_cache.ts";
 import { processStagers } from "./process_cache.ts";
 import { memoryReleased } from "./released.ts";
 

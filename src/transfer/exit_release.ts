@@ -18,7 +18,7 @@
  * @module
  */
 
-import { isolateAttached, isolateEnd } from "../../ffi/native.ts";
+import { isolateAttached, isolateEnd } from "../../ffi/process_cache.ts";
 import { reapFinished } from "../copy_handle.ts";
 import { devicePool, devicePoolIndices } from "../memory/device_memory.ts";
 import { abandonEvents } from "../memory/event_pool.ts";
@@ -55,4 +55,24 @@ function attempt(step: () => unknown): void {
   }
 }
 
-globalThis.addEventListener("unload", releaseAtExit);
+let installed = false;
+
+/**
+ * Adds the exit release as this isolate's `unload` listener, once (a second
+ * call adds nothing). Called by src/lifecycle.ts, which every isolate that
+ * uses the library imports: installing it at import of a copy module made
+ * the hook depend on which module happened to be imported first.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { installExitRelease } from "./exit_release.ts";
+ * installExitRelease();
+ * assert.equal(installExitRelease(), undefined); // a second call adds nothing
+ * ```
+ */
+export function installExitRelease(): void {
+  if (installed) return;
+  installed = true;
+  globalThis.addEventListener("unload", releaseAtExit);
+}

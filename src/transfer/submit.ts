@@ -13,7 +13,6 @@ import { arenaToDevice } from "./from_arena.ts";
 import { deviceToHost } from "./device_to_host.ts";
 import { hostToDevice } from "./host_to_device.ts";
 import { type InputHolds, Submission } from "./submission.ts";
-import "./exit_release.ts";
 
 /**
  * Queues every transfer of `route` and returns the job for its handle. A

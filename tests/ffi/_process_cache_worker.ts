@@ -5,7 +5,7 @@
  * process-wide cache, says so, and is then terminated holding it.
  */
 
-import { blockAdopt } from "../../ffi/native.ts";
+import { blockAdopt } from "../../ffi/process_cache.ts";
 
 const worker = self as unknown as {
   onmessage: (event: MessageEvent<{ kind: number; size: number }>) => void;

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { ABI_VERSION } from "../../ffi/symbols.ts";
 import { PREBUILT_SHIMS, SHIM_SOURCE_HASH } from "../../ffi/prebuilt.ts";
-import { cachePath, platformKey } from "../../ffi/shim_file.ts";
+import { cachePath, platformKey } from "../../ffi/shim_cache.ts";
 import { servePackage } from "./_package_server.ts";
 
 const modUrl = new URL("../../mod.ts", import.meta.url).href;

@@ -6,7 +6,7 @@ import {
   blockTake,
   cacheCounters,
   cacheTrim,
-} from "../../ffi/native.ts";
+} from "../../ffi/process_cache.ts";
 
 // The shim's process-wide cache, bookkeeping only: made-up addresses of a
 // device index no machine has (the shim tracks 64), so that nothing here

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { PREBUILT_SHIMS } from "../../ffi/prebuilt.ts";
-import { cachePath, locateShim, platformKey, STALE_PRIVATE_COPY_MS } from "../../ffi/shim_file.ts";
+import { cachePath, platformKey, STALE_PRIVATE_COPY_MS } from "../../ffi/shim_cache.ts";
+import { locateShim } from "../../ffi/shim_file.ts";
 import { subtleSha256Hex as sha256Hex } from "./_subtle_sha256.ts";
 
 const root = new URL("../../", import.meta.url).pathname;

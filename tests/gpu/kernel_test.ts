@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Tensor } from "../../mod.ts";
-import { Kernel, PARAM_BYTES, parameterOffsets, type ParamType } from "../../src/gpu/kernel.ts";
+import { Kernel } from "../../src/gpu/kernel.ts";
+import { PARAM_BYTES, parameterOffsets, type ParamType } from "../../src/gpu/kernel_params.ts";
 
 // What a launch checks before any CUDA call, on a Kernel made without a
 // module (tests/gpu_api_test.ts has the limits, the args count and the

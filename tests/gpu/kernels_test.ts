@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { driverStatus } from "../../ffi/native.ts";
+import { driverStatus } from "../../ffi/driver_status.ts";
 import {
   CudaError,
   deviceCount,
