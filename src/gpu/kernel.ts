@@ -33,6 +33,7 @@ import {
   streamAddress,
 } from "./stream.ts";
 import { deferWork, type GpuWork, makeWork, reapWork } from "./work.ts";
+import { noteWorkHolds } from "../reuse/holders.ts";
 
 /**
  * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
@@ -245,7 +246,9 @@ export class Kernel {
     const event = this.#queue(address, this.#config);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    const work = makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    if (holds) noteWorkHolds(work, holds);
+    return work;
   }
 
   /** Launches on `stream` with `config`; returns the event recorded after it. */
@@ -274,7 +277,7 @@ export class Kernel {
     const address = streamAddress(stream);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return deferWork(
+    const work = deferWork(
       this.#device,
       address,
       this.#what,
@@ -287,6 +290,8 @@ export class Kernel {
       holds,
       this.#owner.end,
     );
+    if (holds) noteWorkHolds(work, holds);
+    return work;
   }
 
   /** Shows the name, parameters and device in `console.log`. */
