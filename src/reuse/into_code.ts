@@ -35,6 +35,12 @@ export const MAX_TOTAL_SOURCE = 8 * 1024 * 1024;
  */
 export type CompiledCheck = (data: unknown, result: unknown, columns: MatchColumns) => number;
 
+/** Whether Object.prototype has no enumerable key (then for-in lists own keys only). */
+function noInheritedKeys(): boolean {
+  for (const _ in Object.prototype) return false;
+  return true;
+}
+
 type Factory = (
   tensors: readonly Tensor[],
   keys: readonly (readonly string[])[],
@@ -42,6 +48,7 @@ type Factory = (
   getPrototypeOf: (value: object) => object | null,
   objectPrototype: object,
   hasOwnProperty: (this: object, key: string) => boolean,
+  noInheritedKeys: () => boolean,
 ) => CompiledCheck;
 
 const factories = new Map<string, Factory>();
@@ -65,6 +72,7 @@ export function compileCheck(shape: IntoShape): CompiledCheck | undefined {
       "getPrototypeOf",
       "ObjectPrototype",
       "hasOwnProperty",
+      "noInheritedKeys",
       source,
     ) as Factory;
     factories.set(source, factory);
@@ -76,6 +84,7 @@ export function compileCheck(shape: IntoShape): CompiledCheck | undefined {
     Object.getPrototypeOf,
     Object.prototype,
     Object.prototype.hasOwnProperty,
+    noInheritedKeys,
   );
 }
 
@@ -166,7 +175,9 @@ export function checkSource(
         );
         // Exact own keys in order, without allocating: for-in lists own
         // enumerable string keys in Object.keys order, then inherited
-        // enumerable ones; where the last key listed is own, all are.
+        // enumerable ones; where the last key listed is own, all are (checked
+        // only while Object.prototype has enumerable keys: `clean` says it
+        // has none, before the run and after it).
         const j = fresh("j"), key = fresh("k");
         emitLine(`${indent}let ${j} = 0;`);
         emitLine(
@@ -174,7 +185,7 @@ export function checkSource(
         );
         const last = keys.length === 0 || nullPrototype
           ? ""
-          : ` || !hasOwnProperty.call(${d}, K[${k}][${keys.length - 1}])`;
+          : ` || (!clean && !hasOwnProperty.call(${d}, K[${k}][${keys.length - 1}]))`;
         emitLine(`${indent}if (${j} !== ${keys.length}${last}) return -1;`);
         for (let i = 0; i < keys.length; i++) {
           emitChild(values[i], d, p, JSON.stringify(keys[i]), indent);
@@ -189,12 +200,13 @@ export function checkSource(
   const source = [
     "return function check(data, result, C) {",
     "  let n = 0, m = 0;",
+    "  const clean = noInheritedKeys();",
     "  try {",
     ...lines,
     "  } catch {",
     "    return -1;",
     "  }",
-    "  return m;",
+    "  return clean && !noInheritedKeys() ? -1 : m;",
     "};",
   ].join("\n");
   return { source, keyLists };

@@ -90,7 +90,6 @@ interface IntoRecord {
   readonly ledger: LedgerRoute & { pinned: Storage[] };
   // Per copy, reused: each leaf's bytes (a view) and arena; each group's state.
   readonly views: (TypedArray | undefined)[];
-  readonly codes: Uint8Array;
   readonly groupArena: (ArenaMemory | undefined)[];
   readonly groupDelta: Float64Array;
   readonly groupState: Uint8Array;
@@ -247,7 +246,6 @@ function buildRecord(result: object, entry: ResultEntry): IntoRecord {
     bytes,
     ledger,
     views: new Array(n).fill(undefined),
-    codes: new Uint8Array(n),
     groupArena: new Array(groups.length).fill(undefined),
     groupDelta: new Float64Array(groups.length),
     groupState: new Uint8Array(groups.length),
@@ -265,23 +263,53 @@ function checkData(record: IntoRecord, data: unknown, into: object): number {
   let passes = check === undefined ? -1 : check(data, into, columns);
   if (passes < 0) passes = matchShape(record.shape, data, into, columns, leafThrower(record));
   groupState.fill(UNSET);
-  const sources = columns.sources;
+  const { sources } = columns;
+  const { views, dtypes, byteLengths, vector } = record;
+  const tensors = record.shape.tensors;
   record.ledger.pinned.length = 0;
   for (let n = 0; n < sources.length; n++) {
-    const arena = leafProblem(record, n, sources[n]);
-    if (arena === FITS_OUTSIDE_ARENA || arena === undefined) {
-      const g = groupOf[n];
-      if (g >= 0) groupState[g] = PACK;
-      continue;
+    // The checks of leafProblem, inline, on the path of a leaf that fits.
+    const x = sources[n];
+    let arena: ArenaMemory | undefined;
+    let view: TypedArray | undefined;
+    if (x instanceof Tensor) {
+      const data = tensorInternals.walkData(x);
+      if (
+        data === undefined || data === REJECTED_LEAF || tensorInternals.device(x) !== CPU ||
+        x.dtype !== dtypes[n] || x.byteLength !== byteLengths[n] ||
+        !sameShape(x.shape, tensors[n].shape)
+      ) {
+        view = undefined;
+      } else {
+        view = data;
+        arena = tensorInternals.arena(x);
+      }
+    } else if (
+      ArrayBuffer.isView(x) && vector[n] === 1 && x.byteLength === byteLengths[n] &&
+      x.byteLength !== 0 && CODE_DTYPE[arrayCodeOf(x)] === dtypes[n]
+    ) {
+      view = x as TypedArray;
+      arena = arenaOf(view);
     }
-    if (typeof arena === "number") {
-      // A misfit: the generic walk says where (and throws).
-      matchShape(record.shape, data, into, columns, leafThrower(record));
-      throw new TypeError("Invalid option into: the data does not match the result");
+    if (view === undefined) {
+      // Anything else (a misfit, an empty or pinned leaf) takes the slow path.
+      const problem = leafProblem(record, n, x);
+      if (typeof problem === "number" && problem !== FITS_OUTSIDE_ARENA) {
+        // The generic walk says where (and throws).
+        matchShape(record.shape, data, into, columns, leafThrower(record));
+        throw new TypeError("Invalid option into: the data does not match the result");
+      }
+      arena = problem === FITS_OUTSIDE_ARENA ? undefined : problem as ArenaMemory | undefined;
+    } else {
+      views[n] = view;
     }
     const g = groupOf[n];
     if (g < 0) continue;
-    const delta = record.views[n]!.byteOffset - offsets[n];
+    if (arena === undefined) {
+      groupState[g] = PACK;
+      continue;
+    }
+    const delta = views[n]!.byteOffset - offsets[n];
     const state = groupState[g];
     if (state === UNSET) {
       groupState[g] = DIRECT;
@@ -300,7 +328,8 @@ const FITS_OUTSIDE_ARENA = -1;
 /**
  * Checks the data's leaf `x` at position `n` and records its bytes: the
  * arena it lies in where it fits and lies in one, {@linkcode FITS_OUTSIDE_ARENA}
- * where it fits otherwise, else a problem code.
+ * where it fits otherwise, else a problem code. (The result's own tensors
+ * are checked by their storages' holds, and here for the error's path.)
  */
 function leafProblem(record: IntoRecord, n: number, x: unknown): ArenaMemory | number | undefined {
   const tensor = record.shape.tensors[n];
@@ -317,14 +346,11 @@ function leafProblem(record: IntoRecord, n: number, x: unknown): ArenaMemory | n
     if (data === REJECTED_LEAF) return x.disposed ? DISPOSED_INPUT : DETACHED;
     if (data === undefined) {
       // Pinned memory (a result of a copy to the CPU): read through a view; held while read.
-      const storage = FIELDS.storage!;
       record.views[n] = x.toTypedArray();
-      record.codes[n] = arrayCodeOf(record.views[n]!);
-      record.ledger.pinned.push(storage);
+      record.ledger.pinned.push(FIELDS.storage!);
       return FITS_OUTSIDE_ARENA;
     }
     record.views[n] = data;
-    record.codes[n] = arrayCodeOf(data);
     return FIELDS.arena ?? FITS_OUTSIDE_ARENA;
   }
   const code = arrayCodeOf(x as ArrayBufferView);
@@ -336,7 +362,6 @@ function leafProblem(record: IntoRecord, n: number, x: unknown): ArenaMemory | n
   }
   if (bytes === 0 && isDetached(view)) return DETACHED;
   record.views[n] = view;
-  record.codes[n] = code;
   // (Looked up per copy, as the route does for raw TypedArray leaves.)
   return arenaOf(view) ?? FITS_OUTSIDE_ARENA;
 }
@@ -389,6 +414,13 @@ function checkHolds(record: IntoRecord): GpuWork[] {
     const holding = worksHolding(storage);
     const expected = leaves.length + holding.length + copiesReading(storage);
     if (storage.holds !== expected) {
+      for (const n of leaves) {
+        if (record.shape.tensors[n].disposed) {
+          throw new Error(
+            `Cannot copy into this result: its tensor ${n} (in the walk's order) was disposed`,
+          );
+        }
+      }
       throw new Error(
         `Cannot copy into this result: something else holds its memory (${
           storage.holds - expected
@@ -490,7 +522,7 @@ function prepare(
   options: ResolvedOptions,
   now: boolean,
 ): Transfers {
-  const { groups, groupState, groupArena, groupDelta, views, codes, offsets } = record;
+  const { groups, groupState, groupArena, groupDelta, views, offsets } = record;
   const transfers: Transfers = [];
   let heldArena: ArenaMemory | undefined;
   const { stats } = submission;
@@ -538,7 +570,7 @@ function prepare(
       const view = views[n]!;
       if (view.byteLength === 0) continue;
       const at = offsets[n] - lo;
-      const code = codes[n];
+      const code = arrayCodeOf(view);
       const size = CODE_BYTES[code];
       if (at % size === 0) {
         pinnedView(stage, ARRAY_CLASSES[code]).set(view as never, at / size);
