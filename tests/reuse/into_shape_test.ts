@@ -143,7 +143,7 @@ Deno.test("the compiled check agrees with matchShape on fitting and changed data
   const check = compileCheck(shape)!;
   assert.ok(check, "compiled");
   const fits = () => ({
-    samples: result.samples.map((s, i) => ({
+    samples: result.samples.map((_, i) => ({
       a: new Float32Array(i + 1),
       b: [new Uint8Array(2), i],
     })),
