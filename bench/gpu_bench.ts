@@ -9,8 +9,10 @@
  * and with `useBackgroundThread: false`, and (f) the physical floor: one
  * pinned DMA of the same number of bytes through the same shim, plus the
  * wait for its completion event. Every row also shows its multiple of the
- * floor. Further cases: the reference batch built in a `hostArena`, and a
- * batch of 100,000 tiny tensors (time per tensor printed).
+ * floor. Further cases: the reference batch built in a `hostArena`, the
+ * reference batch copied into the last result (`into`, from the arena and
+ * from ordinary memory), and a batch of 100,000 tiny tensors (time per
+ * tensor printed).
  *
  * Prints a table last, writes bench/results.json and bench/results.svg.
  * Run: `deno task bench:gpu` (needs a GPU). It measures the shim that loads
@@ -325,8 +327,34 @@ await hostToDeviceCase("ref batch 16 H2D", ref16, SMALL_ITERATIONS);
     ["(c) startCopy", withStartCopy(inArena, "cuda:0", true)],
     [FLOOR, floor.run],
   ]);
+  // The opt-in reuse path: the same batch copied into the last result, in place.
+  const previous = await startCopy(inArena, "cuda:0").get();
+  await runCase(
+    "ref batch 16 H2D from a hostArena, into the last result",
+    inArena,
+    SMALL_ITERATIONS,
+    [
+      ["(c) startCopy({ into })", async () => {
+        await startCopy(inArena, "cuda:0", { into: previous }).get();
+      }],
+      [FLOOR, floor.run],
+    ],
+  );
+  disposeAll(previous);
   floor.free();
   arena.dispose();
+}
+{
+  const previous = await startCopy(ref16, "cuda:0").get();
+  const floor = floorCopy(bytesOf(ref16), true);
+  await runCase("ref batch 16 H2D, into the last result", ref16, SMALL_ITERATIONS, [
+    ["(c) startCopy({ into })", async () => {
+      await startCopy(ref16, "cuda:0", { into: previous }).get();
+    }],
+    [FLOOR, floor.run],
+  ]);
+  disposeAll(previous);
+  floor.free();
 }
 await hostToDeviceCase("ref batch 64 H2D", ref64, SMALL_ITERATIONS);
 await hostToDeviceCase("1000 x 4 KB H2D", small4k, SMALL_ITERATIONS);

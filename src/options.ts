@@ -38,10 +38,46 @@ export interface StartCopyOptions {
    * or everything queued on a stream so far; or an array of them.
    */
   after?: After | readonly After[];
+  /**
+   * An earlier result to copy into, in place: a structure that an earlier
+   * `startCopy(...).get()` to the same CUDA device resolved with, and that
+   * the caller is done with. The copy writes `data`'s bytes into that
+   * result's tensors' memory and `get()` resolves with `into` itself (the
+   * same containers, the same `Tensor` instances: nothing is allocated), so
+   * that a training loop's repeated structure costs one pack and one DMA
+   * per chunk, or, for a batch built in a `hostArena` at the offsets of the
+   * last one, a single DMA from the arena.
+   *
+   * Rules:
+   * - `data` must match `into` exactly: the same containers (arrays of the
+   *   same lengths, plain objects with the same keys in the same order,
+   *   Maps with the same keys), and at each leaf a TypedArray or CPU
+   *   `Tensor` of the dtype and shape of the tensor it replaces; else a
+   *   `TypeError` ("Invalid option into: expected …, got … at $.path"),
+   *   with nothing written. Values that are passed through (strings,
+   *   numbers, class instances) are written into `into`'s containers.
+   * - CPU → CUDA only: `into` must be the result of a copy to `device`
+   *   whose tensors were all made by that copy (none shared because it was
+   *   on the target already). A copy to `"cpu"` is refused with a
+   *   `TypeError`; another value, a result with a tensor disposed, or one
+   *   whose memory something else holds (a tensor over the same memory,
+   *   e.g. the result copied to its own device) with an `Error` ("Cannot
+   *   copy into …").
+   * - Ordered on the GPU: kernels launched on `into`'s tensors (which hold
+   *   them until they complete) and copies still reading them run before
+   *   the bytes are overwritten; the copy stream waits for them on the GPU,
+   *   not the CPU. Your own FFI work on a stream of yours that reads them:
+   *   pass that stream as `after`.
+   * - One copy into a result at a time (a second one before the first
+   *   settled throws an `Error`). If the copy fails, `get()` rejects with
+   *   the `CudaError`; `into`'s contents are then unspecified, but its
+   *   tensors stay valid and disposable as before.
+   */
+  into?: object;
 }
 
-/** Options with every default applied (`after` is read by `startCopy` itself). */
-export type ResolvedOptions = Required<Omit<StartCopyOptions, "after">>;
+/** Options with every default applied (`after` and `into` are read by `startCopy` itself). */
+export type ResolvedOptions = Required<Omit<StartCopyOptions, "after" | "into">>;
 
 const KNOWN = new Set([
   "usePinnedStaging",
@@ -50,6 +86,7 @@ const KNOWN = new Set([
   "maxPackedChunkBytes",
   "useBackgroundThread",
   "after",
+  "into",
 ]);
 
 /**
@@ -122,4 +159,26 @@ function positiveInteger(options: StartCopyOptions, key: NumberKey): number {
     );
   }
   return value;
+}
+
+/**
+ * The `into` option (an own property only, as for the others): undefined
+ * where there is none.
+ *
+ * @throws {TypeError} for a value that cannot be a result: not an object
+ */
+export function intoOption(options: StartCopyOptions | undefined): object | undefined {
+  if (options === undefined || options === null || !Object.hasOwn(options, "into")) {
+    return undefined;
+  }
+  const into: unknown = options.into;
+  if (into === undefined) return undefined;
+  if (typeof into !== "object" || into === null) {
+    throw new TypeError(
+      `Invalid option into: expected an earlier result of startCopy(...).get(), got ${
+        typeof into === "string" ? JSON.stringify(into) : String(into)
+      }`,
+    );
+  }
+  return into;
 }

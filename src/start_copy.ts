@@ -16,7 +16,9 @@ import { DEBUG, logCopy, traceCopy } from "./debug.ts";
 import { CPU, parseDevice } from "./device.ts";
 import type { TypedArray } from "./dtype.ts";
 import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
-import { resolveOptions, type StartCopyOptions } from "./options.ts";
+import { intoOption, resolveOptions, type StartCopyOptions } from "./options.ts";
+import { registerResult } from "./reuse/results.ts";
+import { startCopyInto } from "./transfer/copy_into.ts";
 import { Route } from "./route.ts";
 import type { Storage } from "./memory/storage.ts";
 import { type Tensor, tensorInternals } from "./tensor.ts";
@@ -177,6 +179,10 @@ export function startCopy<T>(
     ? options.after
     : undefined;
   const after = ownAfter === undefined ? undefined : checkAfter(ownAfter, "option after", true);
+  const into = options === undefined ? undefined : intoOption(options);
+  if (into !== undefined) {
+    return startCopyInto(data, target, resolved, into, after) as AsyncCopyHandle<CopyResult<T>>;
+  }
   const route = new Route(target, resolved, pendingChunkStorage);
   let result: CopyResult<T>;
   try {
@@ -217,6 +223,14 @@ export function startCopy<T>(
         throw error;
       }
       if (trace) logCopy(trace, job.stats);
+      // A result made of copied tensors only can be copied into again (option into).
+      if (
+        route.tensors === route.outputs.length && route.target !== CPU &&
+        route.d2h.length === 0 && route.peer.length === 0 &&
+        typeof result === "object" && result !== null
+      ) {
+        registerResult(result, route.target, route.outputs);
+      }
       return result;
     },
     abort: (error?: unknown) => {

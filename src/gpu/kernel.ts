@@ -35,6 +35,7 @@ import {
   streamAddress,
 } from "./stream.ts";
 import { deferWork, type GpuWork, makeWork, reapWork } from "./work.ts";
+import { noteWorkHolds } from "../reuse/holders.ts";
 
 /** Grid or block dimensions: `x`, or `[x, y?, z?]`. */
 export type Dim3 = number | readonly [number, number?, number?];
@@ -228,7 +229,9 @@ export class Kernel {
     const event = this.#queue(address, this.#config);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    const work = makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
+    if (holds) noteWorkHolds(work, holds);
+    return work;
   }
 
   /** Launches on `stream` with `config`; returns the event recorded after it. */
@@ -257,7 +260,7 @@ export class Kernel {
     const address = streamAddress(stream);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
-    return deferWork(
+    const work = deferWork(
       this.#device,
       address,
       this.#what,
@@ -270,6 +273,8 @@ export class Kernel {
       holds,
       this.#owner.end,
     );
+    if (holds) noteWorkHolds(work, holds);
+    return work;
   }
 
   /** Shows the name, parameters and device in `console.log`. */

@@ -67,6 +67,11 @@ export class Storage {
     return this.#block.address;
   }
 
+  /** How many holds the storage has (0 once released, or while pending). */
+  get holds(): number {
+    return this.#refs;
+  }
+
   /** Whether the block was returned to its pool. */
   get released(): boolean {
     return this.#refs === 0;

@@ -40,6 +40,7 @@ import type { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import type { BackgroundRange } from "../staging/background.ts";
 import { CUDA_LEDGER_OPS, type LedgerOps, type LedgerRoute } from "./ledger_ops.ts";
+import { readingEnded, readingStarted } from "../reuse/holders.ts";
 
 /** Holds on a copy's inputs taken before it waited for memory. */
 export interface InputHolds {
@@ -63,6 +64,8 @@ export class Submission {
   #background: BackgroundRange[] | undefined;
   // Whether the inputs were held before the copy waited for memory.
   readonly #inputsHeld: boolean = false;
+  // Whether the holds in #retained are noted as a queued copy's reads (reuse/holders.ts).
+  #reading = false;
 
   /** Counters of `route`'s copy before anything was queued. */
   static emptyStats(route: Pick<Route, "tensors" | "bytes">): CopyStats {
@@ -169,6 +172,10 @@ export class Submission {
         this.#retained.push(storage);
       }
     }
+    if (this.#retained.length > 0) {
+      readingStarted(this.#retained);
+      this.#reading = true;
+    }
     const target = this.#route.target;
     const ops = this.#ops;
     let submitted: Promise<void> | undefined;
@@ -211,6 +218,8 @@ export class Submission {
   }
 
   #release(): void {
+    if (this.#reading) readingEnded(this.#retained);
+    this.#reading = false;
     for (const block of this.#staging) this.#ops.releaseStaging(block);
     for (const storage of this.#retained) storage.release();
     for (const { device, event } of this.#fences) this.#ops.releaseEvent(device, event);

@@ -1,0 +1,269 @@
+import assert from "node:assert/strict";
+import { testAids } from "../../ffi/test_aids.ts";
+import {
+  createStream,
+  defaultStream,
+  disposeAll,
+  hostArena,
+  loadModule,
+  startCopy,
+  Tensor,
+} from "../../mod.ts";
+import { createBatchMetaData } from "../../examples/reference_batch.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
+import { intoOrdering } from "../../src/transfer/copy_into.ts";
+import { bytesOf, flatten, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";
+
+// startCopy(data, device, { into: previous }) writes data's bytes into an
+// earlier result's memory and resolves with that result itself; it refuses
+// data of another structure and results whose memory others may see, and
+// waits on the GPU for kernels still reading the result.
+
+const gpu = { ignore: !hasGpu };
+const HOLD_US = 300_000;
+const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
+
+function batch(seed: number) {
+  return {
+    boxes: Tensor.from(randomArray(Float32Array, 8, seed), [2, 4]),
+    ids: randomArray(BigInt64Array, 3, seed + 1),
+    active: Tensor.from(randomArray(Uint8Array, 2, seed + 2), [2], "bool"),
+    empty: new Int32Array(0),
+    large: randomArray(Float32Array, 300_000, seed + 3), // unpacked: its own block
+    name: `step ${seed}`,
+  };
+}
+
+function assertSameBytes(result: unknown, data: unknown): void {
+  const outputs = flatten(result);
+  const inputs = flatten(data);
+  assert.equal(outputs.length, inputs.length);
+  outputs.forEach((output, i) =>
+    assert.deepEqual(bytesOf(output as Tensor), bytesOf(inputs[i] as Tensor), `leaf ${i}`)
+  );
+}
+
+Deno.test({
+  ...gpu,
+  name: "into: the result itself comes back, its tensors holding the new bytes, nothing allocated",
+  async fn() {
+    const previous = await startCopy(batch(1), "cuda:0").get();
+    const tensors = flatten(previous);
+    const misses = devicePool(0).stats().misses;
+    const next = batch(2);
+    const handle = startCopy(next, "cuda:0", { into: previous });
+    const result = await handle.get();
+    assert.equal(result, previous);
+    assert.deepEqual(flatten(result), tensors, "the same Tensor instances");
+    assert.equal(result.name, "step 2", "values passed through are written");
+    assertSameBytes(result, next);
+    assert.equal(devicePool(0).stats().misses, misses);
+    const stats = handle.stats();
+    assert.equal(stats.tensors, 5);
+    assert.equal(stats.bytes, 8 * 4 + 3 * 8 + 2 + 300_000 * 4);
+    assert.equal(stats.chunks, 1, "the packed chunk");
+    assert.equal(stats.copies, 2, "one DMA for the chunk, one for the large tensor");
+    // And again, with Tensor leaves where TypedArrays were (same dtype and shape).
+    const third = batch(3);
+    await startCopy({ ...third, ids: Tensor.from(third.ids) }, "cuda:0", { into: previous }).get();
+    assertSameBytes(previous, third);
+    disposeAll(previous);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "into: a batch built in a hostArena at the same offsets is one DMA from the arena",
+  async fn() {
+    using arena = hostArena(1 << 20);
+    const data = createBatchMetaData(16, 1, arena);
+    const previous = await startCopy(data, "cuda:0").get();
+    // New contents at the same offsets (a producer refilling its arena).
+    for (const [i, leaf] of flatten(data).entries()) {
+      const bytes = (leaf as Tensor).toTypedArray();
+      new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength).set(
+        randomArray(Uint8Array, bytes.byteLength, 100 + i),
+      );
+    }
+    const handle = startCopy(data, "cuda:0", { into: previous });
+    assert.equal(await handle.get(), previous);
+    assert.deepEqual(handle.stats(), {
+      tensors: 528,
+      bytes: handle.stats().bytes,
+      packedTensors: 528,
+      chunks: 1,
+      copies: 1,
+    });
+    assertSameBytes(previous, data);
+    // Ordinary leaves into the same result: one pack, one DMA.
+    const ordinary = createBatchMetaData(16, 1); // the same shapes (the arena's bytes changed)
+    const packed = startCopy(ordinary, "cuda:0", { into: previous });
+    await packed.get();
+    assert.equal(packed.stats().copies, 1);
+    assertSameBytes(previous, ordinary);
+    disposeAll(previous);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "into: data of another structure, dtype or shape is a TypeError, and nothing is written",
+  async fn() {
+    const previous = await startCopy(batch(1), "cuda:0").get();
+    const before = flatten(previous).map((t) => bytesOf(t as Tensor));
+    const cases: [unknown, RegExp][] = [
+      [{ ...batch(2), extra: 1 }, /^Invalid option into: expected a plain object with keys/],
+      [
+        { ...batch(2), ids: new BigInt64Array(4) },
+        /expected a int64 tensor of shape \[3\] .* at \$\.ids, got a BigInt64Array of 4/,
+      ],
+      [{ ...batch(2), ids: new Float64Array(3) }, /at \$\.ids, got a Float64Array/],
+      [
+        { ...batch(2), boxes: Tensor.from(new Float32Array(8), [4, 2]) },
+        /shape \[2, 4\] .* at \$\.boxes/,
+      ],
+      [[batch(2)], /expected a plain object at \$, got an array/],
+      [{ ...batch(2), name: [1] }, /expected a value passed through .* at \$\.name/],
+    ];
+    for (const [data, message] of cases) {
+      assert.throws(
+        () => startCopy(data, "cuda:0", { into: previous }),
+        (error: unknown) => error instanceof TypeError && message.test(error.message),
+        String(message),
+      );
+    }
+    const [onDevice] = await startCopy([new Float32Array(8)], "cuda:0").get();
+    assert.throws(
+      () => startCopy({ ...batch(2), boxes: onDevice }, "cuda:0", { into: previous }),
+      /expected CPU data at \$\.boxes/,
+    );
+    assert.equal(previous.name, "step 1");
+    flatten(previous).forEach((t, i) => assert.deepEqual(bytesOf(t as Tensor), before[i]));
+    disposeAll([previous, onDevice]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "into: results others may see are refused (not a result, shared memory, disposed, in flight)",
+  async fn() {
+    const data = { x: new Float32Array(4), y: new Uint8Array(3) };
+    assert.throws(
+      () => startCopy(data, "cuda:0", { into: { x: 1 } }),
+      /^Error: Cannot copy into this value: it is no result/,
+    );
+    const [onDevice] = await startCopy([new Float32Array(4)], "cuda:0").get();
+    const mixed = await startCopy({ x: onDevice, y: new Uint8Array(3) }, "cuda:0").get();
+    assert.throws(
+      () => startCopy(data, "cuda:0", { into: mixed }),
+      /no result .* whose tensors that copy all made/,
+      "a result sharing a tensor that was on the target already",
+    );
+    disposeAll([onDevice, mixed]);
+
+    const previous = await startCopy(data, "cuda:0").get();
+    const shared = await startCopy(previous, "cuda:0").get(); // shares, does not copy
+    assert.throws(
+      () => startCopy(data, "cuda:0", { into: previous }),
+      /something else holds its memory \(2 more holds/,
+    );
+    disposeAll(shared);
+    await startCopy(data, "cuda:0", { into: previous }).get();
+
+    testAids!.delayStream(0, HOLD_US);
+    const first = startCopy(data, "cuda:0", { into: previous });
+    assert.throws(() => startCopy(data, "cuda:0", { into: previous }), /still writing: await/);
+    assert.equal(await first.get(), previous);
+
+    previous.y.dispose();
+    assert.throws(
+      () => startCopy(data, "cuda:0", { into: previous }),
+      /Cannot copy into this result: its tensor .* was disposed/,
+    );
+    disposeAll(previous);
+  },
+});
+
+/**
+ * A kernel reads the result's tensor (held back by a spinning kernel before
+ * it on the compute stream) into `out`, while the next copy into the result
+ * is queued. Returns what the kernel read, and the two contents.
+ */
+async function kernelReadsWhileCopyIntoQueued(): Promise<
+  { read: Uint8Array; old: Uint8Array; next: Uint8Array; after: Uint8Array }
+> {
+  const module = await loadModule(await ptx());
+  const spin = module.kernel("spin_ns", ["u64"]);
+  const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
+  const bytes = 64 * 1024;
+  const old = randomArray(Uint8Array, bytes, 51);
+  const next = randomArray(Uint8Array, bytes, 52);
+  const previous = await startCopy([old], "cuda:0").get();
+  const [out] = await startCopy([new Uint8Array(bytes)], "cuda:0").get();
+  const stream = defaultStream("cuda:0");
+  spin.launch({ grid: 1, block: 1, args: [BigInt(HOLD_US * 1000)], stream });
+  const work = copyU8.launch({ grid: 16, block: 256, args: [previous[0], out, bytes], stream });
+  const result = await startCopy([next], "cuda:0", { into: previous }).get();
+  assert.equal(result, previous);
+  const [back] = await startCopy([out], "cpu", { after: work }).get();
+  const read = bytesOf(back);
+  const after = bytesOf(previous[0]);
+  await work.done();
+  disposeAll([previous, out, back]);
+  module.dispose();
+  return { read, old, next, after };
+}
+
+Deno.test({
+  ...gpu,
+  name:
+    "into: the copy waits on the GPU for a kernel still reading the result; without that it races",
+  async fn() {
+    const ordered = await kernelReadsWhileCopyIntoQueued();
+    assert.deepEqual(ordered.read, ordered.old, "the kernel read the result's old bytes");
+    assert.deepEqual(ordered.after, ordered.next, "then the copy wrote the new ones");
+    // The sanitizer's tools run kernels one at a time: no race to show there.
+    if (underSanitizer) return;
+    intoOrdering.afterHolders = false;
+    try {
+      const racing = await kernelReadsWhileCopyIntoQueued();
+      assert.deepEqual(racing.read, racing.next, "unordered, the kernel read the new bytes");
+    } finally {
+      intoOrdering.afterHolders = true;
+    }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "into: a copy still reading the result reads its old bytes; after: stream orders after your own work",
+  async fn() {
+    const bytes = 32 * 1024;
+    const old = randomArray(Uint8Array, bytes, 61);
+    const previous = await startCopy([old, new Float32Array(2)], "cuda:0").get();
+    testAids!.delayStream(0, HOLD_US);
+    const back = startCopy(previous, "cpu"); // queued behind the delay, holding the result
+    const into = startCopy([randomArray(Uint8Array, bytes, 62), new Float32Array(2)], "cuda:0", {
+      into: previous,
+    });
+    const [oldBack] = await back.get();
+    assert.deepEqual(bytesOf(oldBack), old);
+    await into.get();
+    disposeAll(await back.get());
+
+    using stream = createStream("cuda:0");
+    const [readInto] = await startCopy([new Uint8Array(bytes)], "cuda:0").get();
+    const current = bytesOf(previous[0]);
+    testAids!.delayOn(stream, HOLD_US);
+    testAids!.copyOn(stream, { dst: ptrAddress(readInto), src: ptrAddress(previous[0]), bytes });
+    const latest = randomArray(Uint8Array, bytes, 63);
+    await startCopy([latest, new Float32Array(2)], "cuda:0", { into: previous, after: stream })
+      .get();
+    await stream.synchronize();
+    assert.deepEqual(bytesOf(readInto), current);
+    assert.deepEqual(bytesOf(previous[0]), latest);
+    disposeAll([previous, readInto]);
+  },
+});
