@@ -56,13 +56,13 @@ export interface StartCopyOptions {
    *   `TypeError` ("Invalid option into: expected …, got … at $.path"),
    *   with nothing written. Values that are passed through (strings,
    *   numbers, class instances) are written into `into`'s containers.
-   * - CPU → CUDA only: `into` must be the result of a copy to `device`
-   *   whose tensors were all made by that copy (none shared because it was
-   *   on the target already). A copy to `"cpu"` is refused with a
-   *   `TypeError`; another value, a result with a tensor disposed, or one
-   *   whose memory something else holds (a tensor over the same memory,
-   *   e.g. the result copied to its own device) with an `Error` ("Cannot
-   *   copy into …").
+   * - CPU → CUDA only (a copy to `"cpu"` is refused with a `TypeError`),
+   *   and only where nothing else can see the memory written: `into`'s
+   *   tensors must be on `device`, none disposed, in memory the library
+   *   owns, and nothing else may hold that memory (a tensor over the same
+   *   memory: the result copied to its own device, a tensor that was on the
+   *   target already and so was shared into the result, tensors of the same
+   *   copy left out of `into`); else an `Error` ("Cannot copy into …").
    * - Ordered on the GPU: kernels launched on `into`'s tensors (which hold
    *   them until they complete) and copies still reading them run before
    *   the bytes are overwritten; the copy stream waits for them on the GPU,

@@ -17,7 +17,6 @@ import { CPU, parseDevice } from "./device.ts";
 import type { TypedArray } from "./dtype.ts";
 import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
 import { intoOption, resolveOptions, type StartCopyOptions } from "./options.ts";
-import { registerResult } from "./reuse/results.ts";
 import { startCopyInto } from "./transfer/copy_into.ts";
 import { Route } from "./route.ts";
 import type { Storage } from "./memory/storage.ts";
@@ -223,14 +222,6 @@ export function startCopy<T>(
         throw error;
       }
       if (trace) logCopy(trace, job.stats);
-      // A result made of copied tensors only can be copied into again (option into).
-      if (
-        route.tensors === route.outputs.length && route.target !== CPU &&
-        route.d2h.length === 0 && route.peer.length === 0 &&
-        typeof result === "object" && result !== null
-      ) {
-        registerResult(result, route.target, route.outputs);
-      }
       return result;
     },
     abort: (error?: unknown) => {

@@ -4,8 +4,8 @@
  *
  * The structure is read once from the result itself (its containers, its
  * tensors in the walk's order: arrays by index, plain objects by their own
- * enumerable string keys, Maps by entry) and checked against the copy's
- * list of outputs, so that every tensor written into is one the copy made.
+ * enumerable string keys, Maps by entry), each tensor checked by the
+ * caller.
  * {@linkcode matchShape} walks a copy's data and the result side by side:
  * the same containers, the same keys in order, the same lengths, and at
  * each leaf the tensor the structure recorded; it fills the columns the
@@ -67,21 +67,25 @@ const LEAF: ShapeNode = Object.freeze({ kind: "leaf" });
 const PASS: ShapeNode = Object.freeze({ kind: "pass" });
 
 /**
- * The structure of `result`, whose tensors must be `outputs` in the walk's
- * order; a string saying where they differ otherwise (the result was
- * changed since the copy made it).
+ * The structure of `result`; a string saying what is wrong with it where
+ * it cannot be copied into: a tensor that `accept` refuses (its answer says
+ * why), a tensor met twice, a cycle, or no tensor at all.
  */
-export function buildShape(result: object, outputs: readonly Tensor[]): IntoShape | string {
+export function buildShape(
+  result: object,
+  accept: (tensor: Tensor) => string | undefined = () => undefined,
+): IntoShape | string {
   const tensors: Tensor[] = [];
   let passes = 0;
   const ancestors = new Set<object>();
+  const seen = new Set<Tensor>();
   let problem: string | undefined;
   const visit = (value: unknown, path: (string | number)[]): ShapeNode => {
     if (problem !== undefined) return PASS;
     if (value instanceof Tensor) {
-      if (outputs[tensors.length] !== value) {
-        problem = `${formatPath(path)} holds a tensor the copy did not make there`;
-      }
+      const refused = seen.has(value) ? "is a tensor met before" : accept(value);
+      if (refused !== undefined) problem = `${formatPath(path)} ${refused}`;
+      seen.add(value);
       tensors.push(value);
       return LEAF;
     }
@@ -130,9 +134,7 @@ export function buildShape(result: object, outputs: readonly Tensor[]): IntoShap
   };
   const root = visit(result, []);
   if (problem !== undefined) return problem;
-  if (tensors.length !== outputs.length) {
-    return `it holds ${tensors.length} of the ${outputs.length} tensors the copy made`;
-  }
+  if (tensors.length === 0) return "it holds no tensor";
   return { root, tensors, passes };
 }
 

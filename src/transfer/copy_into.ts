@@ -135,19 +135,7 @@ export function startCopyInto(
       'Invalid option into: copies into an earlier result go to a CUDA device, got device "cpu"',
     );
   }
-  const entry = resultEntry(into);
-  if (entry === undefined) {
-    throw new Error(
-      "Cannot copy into this value: it is no result of startCopy(...).get() to a CUDA device whose tensors that copy all made (results of copies from CUDA, or holding a tensor that was on the target already, cannot be written into)",
-    );
-  }
-  if (entry.device !== target) {
-    throw new Error(
-      `Cannot copy into a result on ${deviceName(entry.device)}: this copy goes to ${
-        deviceName(target)
-      }`,
-    );
-  }
+  const entry = resultEntry(into, target);
   if (entry.busy) {
     throw new Error(
       "Cannot copy into a result that a copy into it is still writing: await that copy's get() first",
@@ -171,11 +159,27 @@ export function startCopyInto(
   return submitInto(record, entry, into, target, options, ordered);
 }
 
-/** The record of `result` (see {@linkcode IntoRecord}). */
+/**
+ * The record of `result` (see {@linkcode IntoRecord}). Its tensors must be
+ * on the target, in device memory; whether anything else sees that memory
+ * is checked at each copy (Note [Writing into memory others may read]).
+ */
 function buildRecord(result: object, entry: ResultEntry): IntoRecord {
-  const shape = buildShape(result, entry.outputs);
+  const device = deviceName(entry.device);
+  const shape = buildShape(result, (tensor) => {
+    if (tensor.disposed) return "is a disposed tensor";
+    if (tensorInternals.device(tensor) !== entry.device) {
+      return `is a tensor on ${tensor.device}, not ${device}`;
+    }
+    if (tensorInternals.storage(tensor) === undefined && tensor.byteLength > 0) {
+      return "is a tensor the library does not own the memory of";
+    }
+    return undefined;
+  });
   if (typeof shape === "string") {
-    throw new Error(`Cannot copy into this result: it changed since the copy made it (${shape})`);
+    throw new Error(
+      `Cannot copy into this value: ${shape} (a result of startCopy(...).get() to ${device} is expected)`,
+    );
   }
   const { tensors } = shape;
   const n = tensors.length;
@@ -426,7 +430,7 @@ function checkHolds(record: IntoRecord): GpuWork[] {
           storage.holds - expected
         } more hold${
           storage.holds - expected === 1 ? "" : "s"
-        }: a tensor over the same memory, such as the result copied to its own device, or a copy waiting to read it); dispose it, or await that copy, first`,
+        }: a tensor over the same memory: the result copied to its own device, a tensor that was on the target already and was shared into the result, tensors of the same copy left out of this value; or a copy waiting to read it); dispose it, or await that copy, first`,
       );
     }
     if (holding.length > 0 && intoOrdering.afterHolders) {

@@ -151,13 +151,18 @@ Deno.test({
     const data = { x: new Float32Array(4), y: new Uint8Array(3) };
     assert.throws(
       () => startCopy(data, "cuda:0", { into: { x: 1 } }),
-      /^Error: Cannot copy into this value: it is no result/,
+      /^Error: Cannot copy into this value: it holds no tensor/,
+    );
+    const onCpu = await startCopy(data, "cpu").get();
+    assert.throws(
+      () => startCopy(data, "cuda:0", { into: onCpu }),
+      /Cannot copy into this value: \$\.x is a tensor on cpu, not cuda:0/,
     );
     const [onDevice] = await startCopy([new Float32Array(4)], "cuda:0").get();
     const mixed = await startCopy({ x: onDevice, y: new Uint8Array(3) }, "cuda:0").get();
     assert.throws(
       () => startCopy(data, "cuda:0", { into: mixed }),
-      /no result .* whose tensors that copy all made/,
+      /something else holds its memory/,
       "a result sharing a tensor that was on the target already",
     );
     disposeAll([onDevice, mixed]);
