@@ -25,19 +25,12 @@ import { borrowList, IndexList, type NumberList, returnList } from "./number_lis
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
-import { Tensor, type TensorFields, tensorInternals } from "./tensor.ts";
+import { Tensor, type TensorFields, tensorFields, tensorInternals } from "./tensor.ts";
 import { vectorShape } from "./vector_shape.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
 /** A tensor leaf's fields, read at once (reused: no object per leaf). */
-const FIELDS: TensorFields = {
-  device: CPU,
-  dtype: "uint8",
-  shape: [],
-  byteLength: 0,
-  arena: undefined,
-  storage: undefined,
-};
+const FIELDS: TensorFields = tensorFields();
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;

@@ -115,6 +115,28 @@ export interface TensorFields {
   storage: Storage | undefined;
 }
 
+/**
+ * A {@linkcode TensorFields} to read tensors into, reused by its owner (no
+ * object per leaf).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { tensorFields } from "./tensor.ts";
+ * assert.equal(tensorFields().storage, undefined);
+ * ```
+ */
+export function tensorFields(): TensorFields {
+  return {
+    device: CPU,
+    dtype: "uint8",
+    shape: [],
+    byteLength: 0,
+    arena: undefined,
+    storage: undefined,
+  };
+}
+
 // The constructor's key: only this module's factories hold it.
 const CONSTRUCT = Symbol("Tensor");
 

@@ -50,7 +50,13 @@ import {
 } from "../reuse/into_shape.ts";
 import { type ResultEntry, resultEntry } from "../reuse/results.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
-import { REJECTED_LEAF, Tensor, type TensorFields, tensorInternals } from "../tensor.ts";
+import {
+  REJECTED_LEAF,
+  Tensor,
+  type TensorFields,
+  tensorFields,
+  tensorInternals,
+} from "../tensor.ts";
 import type { LedgerRoute } from "./ledger_ops.ts";
 import { Submission } from "./submission.ts";
 
@@ -107,14 +113,7 @@ const DISPOSED_INPUT = 3;
 const DETACHED = 4;
 const DISPOSED_OUTPUT = 5;
 
-const FIELDS: TensorFields = {
-  device: CPU,
-  dtype: "uint8",
-  shape: [],
-  byteLength: 0,
-  arena: undefined,
-  storage: undefined,
-};
+const FIELDS: TensorFields = tensorFields();
 
 /**
  * Starts copying `data` (CPU leaves) into `into`, a result of an earlier
