@@ -46,6 +46,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
       "isLeafArray",
       "Leaf",
       "getPrototypeOf",
+      "MAP_PROBE",
       "ObjectPrototype",
       "hasOwnProperty",
       "noInheritedKeys",
@@ -72,6 +73,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
     hooks.isLeafArray,
     hooks.leafClass,
     Object.getPrototypeOf,
+    MAP_PROBE,
     Object.prototype,
     Object.prototype.hasOwnProperty,
     noInheritedKeys,
@@ -82,6 +84,13 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
   plan.dispose = compiled.dispose;
   return plan;
 }
+/**
+ * A symbol no object has (it never leaves this module): the plans' code
+ * loads it from each object before asking for its prototype (plan_code.ts
+ * says why). A load that finds nothing runs no user code on an ordinary
+ * object, whatever its getters.
+ */
+const MAP_PROBE = Symbol("map probe");
 /** What `new Function` made of a plan's code: given the plan and its hooks, its two functions. */
 type PlanFactory = (...args: unknown[]) => Pick<CompiledPlan, "run" | "dispose">;
 

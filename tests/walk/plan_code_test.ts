@@ -136,3 +136,51 @@ Deno.test("a plan's dispose returns false when the generic disposal gives up", (
   assert.equal(plan.dispose([{}], [], () => false), false);
   assert.equal(plan.dispose([1, 2], [], () => false), true);
 });
+
+Deno.test("a plan hands an object that answers every property read (a proxy) to the generic walk and disposal", () => {
+  const hooks = recordingHooks();
+  const plan = compilePlan(object([["k", LEAF]]), hooks)!;
+  const tensor = Tensor.from(new Float32Array(1), [1]);
+  try {
+    // Its keys and prototype are a plain object's; only its reads differ.
+    const answering = new Proxy({ k: tensor }, {
+      get: (target, key) => Reflect.get(target, key) ?? 0,
+    });
+    assert.equal(plan.run(answering, [], pairSink), "generic");
+    assert.deepEqual(hooks.visited, [[answering, 0]]);
+    assert.equal(plan.misses, 1);
+    const rest: unknown[] = [];
+    assert.equal(plan.dispose(answering, [], (value) => rest.push(value) > 0), true);
+    assert.deepEqual(rest, [answering]);
+    assert.equal(tensor.disposed, false);
+    // The same object without the proxy takes the plan.
+    assert.deepEqual(plan.run({ k: tensor }, [], pairSink), { k: [tensor, "tensor data"] });
+    assert.equal(plan.misses, 1);
+  } finally {
+    tensor.dispose();
+  }
+});
+
+Deno.test("a plan's getters are read once each, the probe of its objects reading none", () => {
+  const plan = compilePlan(
+    object([["a", OTHER], ["b", object([["c", OTHER]])]]),
+    recordingHooks(),
+  )!;
+  let reads = 0;
+  const inner = {
+    get c() {
+      return ++reads;
+    },
+  };
+  const root = {
+    get a() {
+      return ++reads;
+    },
+    b: inner,
+  };
+  assert.deepEqual(plan.run(root, [], pairSink), { a: 1, b: { c: 2 } });
+  assert.equal(reads, 2);
+  assert.equal(plan.dispose(root, [], () => true), true);
+  assert.equal(reads, 4);
+  assert.equal(plan.misses, 0);
+});
