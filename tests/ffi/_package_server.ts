@@ -2,7 +2,8 @@
  * Serves this checkout's files over HTTP on 127.0.0.1, as a remote import
  * reaches the package (`http://127.0.0.1:<port>/mod.ts`), for tests that
  * import it in a child process. `shim` decides how the prebuilt shim's
- * request is answered: served, or held until the server closes.
+ * request is answered: served, served with one byte changed (a corrupted
+ * download), or held until the server closes.
  *
  * @module
  */
@@ -10,7 +11,7 @@
 const root = new URL("../../", import.meta.url);
 
 /** How the server answers the request for the prebuilt shim. */
-export type ShimAnswer = "serve" | "never";
+export type ShimAnswer = "serve" | "corrupt" | "never";
 
 /** A running package server. */
 export interface PackageServer {
@@ -42,7 +43,9 @@ export function servePackage(shim: ShimAnswer = "serve"): PackageServer {
         }
       }
       try {
-        return new Response(await Deno.readFile(new URL(path.slice(1), root)), {
+        const body = await Deno.readFile(new URL(path.slice(1), root));
+        if (shim === "corrupt" && path.startsWith("/native/prebuilt/")) body[body.length >> 1] ^= 1;
+        return new Response(body, {
           headers: { "content-type": path.endsWith(".ts") ? "application/typescript" : "" },
         });
       } catch {
