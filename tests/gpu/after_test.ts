@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { startCopy } from "../../mod.ts";
-import { afterOption, checkAfter, notQueuedYet } from "../../src/gpu/after.ts";
+import { checkAfter, notQueuedYet } from "../../src/gpu/after.ts";
+import { afterOption } from "../../src/gpu/ordered_release.ts";
 
 // The checks of `after` that need no GPU (an AsyncCopyHandle of a CPU copy
 // is real work to order after; GPU work and streams are tested in

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { checkStream, describe, parseCudaDevice } from "../../src/gpu/stream.ts";
+import { describe, parseCudaDevice } from "../../src/gpu/arguments.ts";
+import { checkStream } from "../../src/gpu/stream.ts";
 
 // What needs no GPU: the argument checks. Streams themselves are specified
 // on a GPU in tests/gpu/ordering_test.ts and two_gpus_ordering_test.ts.
