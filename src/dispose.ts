@@ -4,7 +4,8 @@
  * @module
  */
 
-import { type After, afterOption, type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
+import type { After } from "./gpu/after.ts";
+import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_release.ts";
 import { Tensor } from "./tensor.ts";
 import {
   ARRAY,

@@ -20,7 +20,8 @@ import {
   type TypedArray,
   typedArrayNameOf,
 } from "./dtype.ts";
-import { type After, afterOption, type DisposeOptions, OrderedRelease } from "./gpu/after.ts";
+import type { After } from "./gpu/after.ts";
+import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_release.ts";
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkFromArgs } from "./tensor_from_args.ts";

@@ -1,8 +1,9 @@
 /**
  * `After`: what work can be ordered after on the GPU (a copy, a launch, or
- * everything queued on a stream so far), and the three places that order
- * after it: a stream (launches), the copy streams (`startCopy`), and the
- * reuse of a disposed tensor's memory (`dispose`, `disposeAll`).
+ * everything queued on a stream so far), its check, and the ordering
+ * itself: a stream (launches) or the copy streams (`startCopy`) made to
+ * wait for it. The reuse of a disposed tensor's memory after it
+ * (`dispose`, `disposeAll`) builds on these in gpu/ordered_release.ts.
  *
  * Every ordering is a wait queued on the GPU (`cuStreamWaitEvent`) for an
  * event already recorded; the CPU never waits. A stream is waited for
@@ -13,67 +14,42 @@
  * Work that is not queued yet (a copy still staging or waiting for memory,
  * a launch ordered after one, a stream whose last launch is such a launch)
  * has no event yet. What is ordered after it is queued once it is (on the
- * CPU: a promise, no thread waits; gpu/work.ts, "Work not queued yet"): a
- * launch, a copy (`startCopy({ after })`, queued as a copy waiting for
- * memory is), or the reuse of disposed device memory (held until then).
+ * CPU: a promise, no thread waits; gpu/deferred_work.ts, "Work not queued
+ * yet"): a launch, a copy (`startCopy({ after })`, queued as a copy waiting
+ * for memory is), or the reuse of disposed device memory (held until then).
  *
  * @module
  */
 
-import { shown } from "../shown.ts";
-import { eventCreate, eventRecordOn } from "../../ffi/events.ts";
+import { eventCreate } from "../../ffi/events.ts";
 import { streamFence } from "../../ffi/streams.ts";
-import type { ArenaMemory } from "../arena_index.ts";
-import {
-  AsyncCopyHandle,
-  enqueueCopyWait,
-  holdUntilCopySettled,
-  type Releasable,
-  whenCopyQueued,
-} from "../copy_handle.ts";
-import { CPU, type DeviceIndex } from "../device.ts";
-import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
-import type { Storage } from "../memory/storage.ts";
-import { copyStream, CudaStream, describe, streamAddress, streamDevice } from "./stream.ts";
+import { AsyncCopyHandle, enqueueCopyWait, whenCopyQueued } from "../copy_handle.ts";
+import type { DeviceIndex } from "../device.ts";
+import { describe } from "./arguments.ts";
+import { copyStream } from "./device_streams.ts";
+import { CudaStream, streamAddress, streamDevice } from "./stream.ts";
 import { streamTail } from "./stream_tail.ts";
-import {
-  enqueueWorkWait,
-  GpuWork,
-  holdUntilDone,
-  makeWork,
-  tailWork,
-  whenWorkQueued,
-} from "./work.ts";
-
-/** Work that other work can be ordered after, on the GPU. */
-export type After = AsyncCopyHandle<unknown> | GpuWork | CudaStream;
-
-/** Options of `Tensor.dispose` and `disposeAll`. */
-export interface DisposeOptions {
-  /**
-   * Work that still reads the memory (a launch, a copy, or everything
-   * queued on a stream so far): the library reuses the memory only after it,
-   * ordered on the GPU, so the CPU does not wait. Needed when your own code
-   * reads a tensor through its `ptr` on a stream of yours; kernels launched
-   * through `Kernel.launch` hold their tensor arguments themselves.
-   */
-  after?: After;
-}
+import { enqueueWorkWait, GpuWork, whenWorkQueued } from "./work.ts";
 
 /**
- * The `after` of a dispose call's options: an own property only (an
- * enumerable `after` on `Object.prototype` is no option), undefined when
- * there is none.
+ * Work that other work can be ordered after, on the GPU: a copy's handle,
+ * a launch's work, or a stream (everything queued on it so far).
  *
- * @throws {TypeError} for options that are neither undefined nor an object
+ * @example Order a copy after a copy, on the GPU
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { type After, deviceCount, startCopy } from "@mtc/core";
+ * if (deviceCount() > 0) {
+ *   const first = startCopy([new Float32Array(4)], "cuda:0");
+ *   const after: After = first;
+ *   const [x] = await first.get();
+ *   const [back] = await startCopy([x], "cpu", { after }).get();
+ *   assert.equal(back.byteLength, 16);
+ *   x.dispose();
+ * }
+ * ```
  */
-export function afterOption(options: unknown): unknown {
-  if (options === undefined) return undefined;
-  if (typeof options !== "object" || options === null) {
-    throw new TypeError(`Invalid options ${shown(options)}: expected an object`);
-  }
-  return Object.hasOwn(options, "after") ? (options as { after?: unknown }).after : undefined;
-}
+export type After = AsyncCopyHandle<unknown> | GpuWork | CudaStream;
 
 const scratch: number[] = [];
 
@@ -169,123 +145,6 @@ export function notQueuedYet(
   }
   if (waits === undefined) return undefined;
   return waits.length === 1 ? waits[0] : Promise.all(waits).then(() => {});
-}
-
-/**
- * The release of memory after `after`, for one `disposeAll` (or one
- * `dispose`): each device's copy stream is ordered after it once.
- */
-export class OrderedRelease {
-  readonly #items: readonly After[];
-  readonly #ordered = new Set<DeviceIndex>();
-  /** Settles once the items are queued (`undefined`: they are); asked once. */
-  #notQueued: Promise<void> | undefined | null = null;
-  /** Device memory held until its ordering can be queued. */
-  #deferred: { storage: Storage; device: DeviceIndex }[] | undefined;
-  /** One marker per stream item, for host memory. */
-  #markers: Map<CudaStream, GpuWork> | undefined;
-
-  /** Checks `after` (the `after` option of `what`). */
-  constructor(after: unknown, what: string) {
-    this.#items = checkAfter(after, what);
-  }
-
-  /**
-   * Orders the reuse of a disposed tensor's memory (`storage` of a tensor
-   * on `device`, or the host `arena` its data lies in) after the work:
-   * device memory is reused only by work on its device's copy stream, which
-   * now waits for it on the GPU. Host memory (pinned blocks, arenas) is
-   * reused by the CPU, so it is held until the work completes.
-   */
-  order(storage: Storage | undefined, device: DeviceIndex, arena?: ArenaMemory): void {
-    if (device !== CPU) {
-      if (storage !== undefined) this.#orderDevice(storage, device);
-      return;
-    }
-    let held: Releasable & { take(): void };
-    if (storage !== undefined) {
-      held = { take: () => storage.retain(), release: () => storage.release() };
-    } else if (arena !== undefined) {
-      held = { take: () => arena.hold(), release: () => arena.release() };
-    } else {
-      return; // ordinary memory: the garbage collector's, never reused under the GPU
-    }
-    for (const item of this.#items) {
-      held.take();
-      const kept = item instanceof AsyncCopyHandle
-        ? holdUntilCopySettled(item, held)
-        : holdUntilDone(item instanceof GpuWork ? item : this.#markerOf(item), held);
-      if (!kept) held.release();
-    }
-  }
-
-  /**
-   * A marker recorded now on `stream`, settled like a launch; or the
-   * stream's last launch, when that is not queued yet.
-   */
-  #markerOf(stream: CudaStream): GpuWork {
-    const markers = this.#markers ??= new Map();
-    let marker = markers.get(stream);
-    if (marker === undefined) {
-      const device = streamDevice(stream);
-      const address = streamAddress(stream);
-      const tail = tailWork(device, address);
-      if (tail) {
-        markers.set(stream, tail);
-        return tail;
-      }
-      const event = acquireEvent(device);
-      try {
-        eventRecordOn(device, address, event);
-      } catch (error) {
-        releaseEvent(device, event);
-        throw error;
-      }
-      marker = makeWork(device, address, event, "a deferred release");
-      markers.set(stream, marker);
-    }
-    return marker;
-  }
-
-  #orderDevice(storage: Storage, device: DeviceIndex): void {
-    if (this.#notQueued === null) this.#notQueued = notQueuedYet(this.#items);
-    const notQueued = this.#notQueued;
-    if (notQueued === undefined) {
-      if (this.#ordered.has(device)) return;
-      this.#orderCopyStream(device);
-      this.#ordered.add(device);
-      return;
-    }
-    // Held until the ordering is queued (a microtask at the earliest, after
-    // the caller's loop over its tensors).
-    storage.retain();
-    if (this.#deferred === undefined) {
-      const deferred: { storage: Storage; device: DeviceIndex }[] = this.#deferred = [];
-      notQueued.then(() => {
-        for (const { device } of deferred) {
-          if (this.#ordered.has(device)) continue;
-          this.#ordered.add(device);
-          this.#orderCopyStream(device);
-        }
-      }).finally(() => {
-        for (const { storage } of deferred) storage.release();
-      });
-    }
-    this.#deferred.push({ storage, device });
-  }
-
-  /** Makes the copy stream of `device` wait for each item (all queued now). */
-  #orderCopyStream(device: DeviceIndex): void {
-    const stream = copyStream(device);
-    for (const item of this.#items) {
-      try {
-        orderAfter(stream, [item]);
-      } catch {
-        // The work failed, or the context broke: none of it reads the memory
-        // anymore (a failed launch or copy never ran, or ran to its fault).
-      }
-    }
-  }
 }
 
 /**

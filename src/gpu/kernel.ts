@@ -2,64 +2,43 @@
  * `Kernel`: one kernel of a loaded module, and its launches.
  *
  * A launch is one fast FFI call (`mtc_launch`) over a buffer the kernel
- * reuses: eight uint32 of configuration, then the arguments laid out as the
- * kernel's parameters (each aligned to its size), which the driver copies
- * when the launch is queued. Nothing is allocated per launch but the
- * returned work (and the list of its holds when tensors are passed).
+ * reuses (gpu/launch_buffer.ts): the configuration, then the arguments,
+ * which the driver copies when the launch is queued. Nothing is allocated
+ * per launch but the returned work (and the list of its holds when tensors
+ * are passed).
  *
  * A launch ordered after a copy that is not queued yet is queued once it
- * is (see gpu/work.ts, "Work not queued yet"); the returned work exists at
- * once.
+ * is (see gpu/deferred_work.ts, "Work not queued yet"); the returned work
+ * exists at once.
  *
  * Bad configurations are refused before the driver sees them, with the
- * limits the driver gives for the kernel (`cuFuncGetAttribute`: threads per
- * block, dynamic shared memory), so that a refused launch is a
- * `RangeError` naming the argument, not a failed driver call.
+ * limits the driver gives for the kernel (gpu/launch_config.ts), so that a
+ * refused launch is a `RangeError` naming the argument, not a failed
+ * driver call.
  *
  * @module
  */
 
-import { type FunctionLimits, launch, LAUNCH_HEADER_BYTES } from "../../ffi/kernel_modules.ts";
+import { type FunctionLimits, launch } from "../../ffi/kernel_modules.ts";
 import { cudaError } from "../../ffi/shim_call.ts";
-import { argError, parameterOffsets, type ParamType, rangeError } from "./kernel_params.ts";
+import type { ParamType } from "./kernel_params.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
-import { Tensor, tensorInternals } from "../tensor.ts";
 import { type After, checkAfter, notQueuedYet, orderAfter, orderAfterOn } from "./after.ts";
+import { checkStream, type CudaStream, streamAddress } from "./stream.ts";
+import { defaultStreamOf } from "./device_streams.ts";
+import { LaunchBuffer } from "./launch_buffer.ts";
 import {
-  checkStream,
-  type CudaStream,
-  defaultStreamOf,
-  describe,
-  streamAddress,
-} from "./stream.ts";
-import { deferWork, type GpuWork, makeWork, reapWork } from "./work.ts";
+  checkConfigKeys,
+  type KernelLimits,
+  type LaunchConfig,
+  own,
+  writeLaunchHeader,
+} from "./launch_config.ts";
+import { deferWork } from "./deferred_work.ts";
+import { type GpuWork, makeWork, reapWork } from "./work.ts";
 import { noteWorkHolds } from "../reuse/holders.ts";
-
-/** Grid or block dimensions: `x`, or `[x, y?, z?]`. */
-export type Dim3 = number | readonly [number, number?, number?];
-
-/** How to launch a kernel (see {@linkcode Kernel.launch}). */
-export interface LaunchConfig {
-  /** Blocks in the grid: `x` or `[x, y, z]` (each an integer >= 1). */
-  grid: Dim3;
-  /** Threads per block: `x` or `[x, y, z]` (each an integer >= 1). */
-  block: Dim3;
-  /** Dynamic shared memory per block, in bytes (default 0). */
-  sharedBytes?: number;
-  /** One argument per parameter, checked against its declared type. */
-  args: readonly (Tensor | number | bigint)[];
-  /** The stream to queue it on (default: the device's default compute stream). */
-  stream?: CudaStream;
-  /** Work the kernel must run after, ordered on the GPU (no CPU wait). */
-  after?: After | readonly After[];
-}
-
-const KNOWN = new Set(["grid", "block", "sharedBytes", "args", "stream", "after"]);
-const TWO_32 = 2 ** 32;
-const TWO_63 = 2n ** 63n;
-const TWO_64 = 2n ** 64n;
 
 /** What a kernel's module must do around launches (library-internal). */
 export interface KernelOwner {
@@ -70,10 +49,6 @@ export interface KernelOwner {
   /** Ends a launch counted by `begin` (called when its work settles). */
   readonly end: () => void;
 }
-
-/** Grid and block dimensions at most, x y z (the device limits of every GPU CUDA runs on). */
-const MAX_GRID = [0x7fffffff, 65535, 65535];
-const MAX_BLOCK = [1024, 1024, 64];
 
 /**
  * A kernel of a module loaded with `loadModule`, with its declared
@@ -115,15 +90,8 @@ export class Kernel {
   readonly #function: number;
   readonly #owner: KernelOwner;
   readonly #what: string;
-  readonly #maxThreads: number;
-  readonly #maxSharedBytes: number;
-  readonly #offsets: Int32Array;
-  readonly #config: Uint8Array;
-  readonly #u32: Uint32Array;
-  readonly #i32: Int32Array;
-  readonly #f32: Float32Array;
-  readonly #f64: Float64Array;
-  readonly #b64: BigUint64Array;
+  readonly #limits: KernelLimits;
+  readonly #buffer: LaunchBuffer;
 
   /**
    * Library-internal: made by `CudaModule.kernel()`; `limits` where the
@@ -142,21 +110,12 @@ export class Kernel {
     this.#function = fn;
     this.name = name;
     this.#what = `kernel "${name}"`;
-    this.#maxThreads = limits?.maxThreadsPerBlock ?? 1024;
-    this.#maxSharedBytes = limits?.maxDynamicSharedBytes ?? TWO_32 - 1;
+    this.#limits = {
+      maxThreads: limits?.maxThreadsPerBlock ?? 1024,
+      maxSharedBytes: limits?.maxDynamicSharedBytes ?? 2 ** 32 - 1,
+    };
     this.params = Object.freeze([...params]);
-    const offsets = parameterOffsets(params);
-    // Offsets in the launch buffer, past its header.
-    this.#offsets = offsets.offsets.map((offset) => offset + LAUNCH_HEADER_BYTES);
-    // Whole 8-byte words, so that every typed view below fits it.
-    const buffer = new ArrayBuffer(LAUNCH_HEADER_BYTES + Math.ceil(offsets.bytes / 8) * 8);
-    this.#config = new Uint8Array(buffer);
-    this.#u32 = new Uint32Array(buffer);
-    this.#i32 = new Int32Array(buffer);
-    this.#f32 = new Float32Array(buffer);
-    this.#f64 = new Float64Array(buffer);
-    this.#b64 = new BigUint64Array(buffer);
-    this.#u32[7] = offsets.bytes;
+    this.#buffer = new LaunchBuffer(name, device, this.params);
   }
 
   /** `"cuda:N"`, the device of the kernel's module. */
@@ -182,41 +141,13 @@ export class Kernel {
    */
   launch(config: LaunchConfig): GpuWork {
     reapWork();
-    if (typeof config !== "object" || config === null) {
-      throw new TypeError(`Invalid config: expected an object, got ${describe(config)}`);
-    }
-    // Own keys, as startCopy reads its options: an enumerable key someone
-    // put on Object.prototype made every launch throw.
-    for (const key of Object.keys(config)) {
-      if (!KNOWN.has(key)) {
-        throw new TypeError(
-          `Invalid config option "${key}": expected one of ${[...KNOWN].join(", ")}`,
-        );
-      }
-    }
+    checkConfigKeys(config);
     this.#owner.assertLive(`launch kernel "${this.name}"`);
-    const u32 = this.#u32;
-    writeDim3(u32, 0, own(config, "grid"), "grid", MAX_GRID);
-    writeDim3(u32, 3, own(config, "block"), "block", MAX_BLOCK);
-    const threads = u32[3] * u32[4] * u32[5];
-    if (threads > this.#maxThreads) {
-      throw new RangeError(
-        `Invalid block: expected at most ${this.#maxThreads} threads per block for ${this.#what}, got ${threads}`,
-      );
-    }
-    const shared = own(config, "sharedBytes") ?? 0;
-    if (!Number.isInteger(shared) || shared < 0 || shared > this.#maxSharedBytes) {
-      throw new RangeError(
-        `Invalid sharedBytes: expected an integer from 0 to ${this.#maxSharedBytes} (the dynamic shared memory ${this.#what} can have), got ${
-          describe(shared)
-        }`,
-      );
-    }
-    u32[6] = shared;
+    writeLaunchHeader(config, this.#buffer.u32, this.#limits, this.#what);
     const after = own(config, "after") === undefined
       ? undefined
       : checkAfter(own(config, "after"), "after", true);
-    const holds = this.#writeArgs(own(config, "args"));
+    const holds = this.#buffer.writeArgs(own(config, "args"));
     // Last: every argument is checked before the default stream's first
     // use creates it (a CUDA call).
     const stream = own(config, "stream") === undefined
@@ -226,7 +157,7 @@ export class Kernel {
     const notQueued = notQueuedYet(after, this.#device, address);
     if (notQueued !== undefined) return this.#launchLater(stream, after ?? [], holds, notQueued);
     if (after !== undefined) orderAfter(stream, after);
-    const event = this.#queue(address, this.#config);
+    const event = this.#queue(address, this.#buffer.bytes);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
     const work = makeWork(this.#device, address, event, this.#what, holds, this.#owner.end);
@@ -247,7 +178,7 @@ export class Kernel {
 
   /**
    * A launch ordered after work that is not queued yet: queued once it is
-   * (gpu/work.ts, "Work not queued yet"), from a copy of the launch buffer;
+   * (gpu/deferred_work.ts, "Work not queued yet"), from a copy of the launch buffer;
    * the arguments are held from now on.
    */
   #launchLater(
@@ -256,7 +187,7 @@ export class Kernel {
     holds: Storage[] | undefined,
     ready: Promise<void>,
   ): GpuWork {
-    const config = this.#config.slice();
+    const config = this.#buffer.bytes.slice();
     const address = streamAddress(stream);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
@@ -281,125 +212,4 @@ export class Kernel {
   [Symbol.for("Deno.customInspect")](): string {
     return `Kernel(${this.name}(${this.params.join(", ")}), ${this.device})`;
   }
-
-  /** Writes the arguments into the launch buffer; returns the storages to hold. */
-  #writeArgs(args: unknown): Storage[] | undefined {
-    const params = this.params;
-    if (!Array.isArray(args)) {
-      throw new TypeError(`Invalid args: expected an array, got ${describe(args)}`);
-    }
-    if (args.length !== params.length) {
-      throw new TypeError(
-        `Invalid args: kernel "${this.name}" takes ${params.length} argument${
-          params.length === 1 ? "" : "s"
-        } (${params.join(", ")}), got ${args.length}`,
-      );
-    }
-    let holds: Storage[] | undefined;
-    for (let i = 0; i < params.length; i++) {
-      const arg = args[i];
-      const type = params[i];
-      const at = this.#offsets[i];
-      if (arg instanceof Tensor) {
-        if (type !== "ptr") throw argError(i, type, arg);
-        if (arg.disposed) throw new TypeError(`Invalid args[${i}]: the tensor was disposed`);
-        const device = tensorInternals.device(arg);
-        if (device !== this.#device) {
-          const error =
-            `Invalid args[${i}]: expected a tensor on ${this.device}, got one on ${arg.device}`;
-          throw device < 0 ? new TypeError(error) : new RangeError(error);
-        }
-        const storage = tensorInternals.storage(arg);
-        let address = 0;
-        if (storage !== undefined) {
-          address = tensorInternals.address(arg);
-          (holds ??= []).push(storage);
-        }
-        this.#u32[at >> 2] = address % TWO_32;
-        this.#u32[(at >> 2) + 1] = Math.floor(address / TWO_32);
-      } else if (typeof arg === "bigint") {
-        if (type === "f32" || type === "f64" || type === "i32" || type === "u32") {
-          throw argError(i, type, arg);
-        }
-        const signed = type === "i64";
-        if (signed ? arg < -TWO_63 || arg >= TWO_63 : arg < 0n || arg >= TWO_64) {
-          throw new RangeError(`Invalid args[${i}]: ${arg} is out of range for ${type}`);
-        }
-        this.#b64[at >> 3] = BigInt.asUintN(64, arg);
-      } else if (typeof arg === "number") {
-        this.#writeNumber(i, type, at, arg);
-      } else {
-        throw argError(i, type, arg);
-      }
-    }
-    return holds;
-  }
-
-  #writeNumber(i: number, type: ParamType, at: number, value: number): void {
-    switch (type) {
-      case "f32":
-        this.#f32[at >> 2] = value;
-        return;
-      case "f64":
-        this.#f64[at >> 3] = value;
-        return;
-      case "ptr":
-        throw argError(i, type, value);
-    }
-    if (!Number.isInteger(value)) {
-      throw new RangeError(`Invalid args[${i}]: expected an integer for ${type}, got ${value}`);
-    }
-    switch (type) {
-      case "i32":
-        if (value < -(2 ** 31) || value >= 2 ** 31) throw rangeError(i, type, value);
-        this.#i32[at >> 2] = value;
-        return;
-      case "u32":
-        if (value < 0 || value >= TWO_32) throw rangeError(i, type, value);
-        this.#u32[at >> 2] = value;
-        return;
-      default: {
-        // i64 / u64 from a safe integer, written as two 32-bit halves.
-        if (!Number.isSafeInteger(value) || (type === "u64" && value < 0)) {
-          throw rangeError(i, type, value);
-        }
-        const low = ((value % TWO_32) + TWO_32) % TWO_32;
-        this.#u32[at >> 2] = low;
-        this.#u32[(at >> 2) + 1] = (value - low) / TWO_32;
-      }
-    }
-  }
-}
-
-function writeDim3(
-  into: Uint32Array,
-  at: number,
-  value: unknown,
-  what: string,
-  maxima: readonly number[],
-): void {
-  const dims = typeof value === "number" ? [value] : value;
-  if (!Array.isArray(dims) || dims.length < 1 || dims.length > 3) {
-    throw new TypeError(
-      `Invalid ${what}: expected a number or [x, y?, z?], got ${describe(value)}`,
-    );
-  }
-  for (let d = 0; d < 3; d++) {
-    const n = dims[d] ?? 1;
-    const max = maxima[d];
-    if (typeof n !== "number" || !Number.isInteger(n) || n < 1 || n > max) {
-      throw new RangeError(
-        `Invalid ${what}${
-          typeof value === "number" ? "" : `[${d}]`
-        }: expected an integer from 1 to ${max}, got ${describe(n)}`,
-      );
-    }
-    into[at + d] = n;
-  }
-}
-
-// A launch config's own value of `key` (the keys were checked), without
-// allocating: an inherited grid is no grid.
-function own<K extends keyof LaunchConfig>(config: LaunchConfig, key: K): LaunchConfig[K] {
-  return Object.hasOwn(config, key) ? config[key] : undefined as LaunchConfig[K];
 }

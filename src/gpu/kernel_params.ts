@@ -17,7 +17,7 @@
  * @module
  */
 
-import { describe } from "./stream.ts";
+import { describe } from "./arguments.ts";
 
 /**
  * A kernel parameter's type: `"ptr"` a device address (a `Tensor` on the
@@ -74,6 +74,31 @@ export function rangeError(i: number, type: ParamType, value: number): RangeErro
 
 /** The parameter types a declaration may name. */
 export const PARAM_TYPES: ReadonlySet<string> = new Set(Object.keys(PARAM_BYTES));
+
+/**
+ * Checks a declaration's parameter list before the driver is asked about the
+ * kernel: an array whose every item is one of {@linkcode PARAM_TYPES}, so
+ * that a typo is a `TypeError` naming the item rather than a launch buffer
+ * laid out wrong.
+ *
+ * @throws {TypeError} naming `params`, or the first item that is no parameter type
+ */
+export function checkParamTypes(params: unknown): asserts params is readonly ParamType[] {
+  if (!Array.isArray(params)) {
+    throw new TypeError(
+      `Invalid params: expected an array of parameter types, got ${describe(params)}`,
+    );
+  }
+  params.forEach((type, i) => {
+    if (!PARAM_TYPES.has(type)) {
+      throw new TypeError(
+        `Invalid params[${i}]: expected one of ${[...PARAM_TYPES].join(", ")}, got ${
+          describe(type)
+        }`,
+      );
+    }
+  });
+}
 
 /** Parameters a kernel's image is asked for at most (its 32 KiB of parameters hold 4096 of 8 bytes). */
 export const MAX_PARAMS = 4096;

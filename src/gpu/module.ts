@@ -16,9 +16,9 @@ import {
 import { cudaError } from "../../ffi/shim_call.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { Kernel, type KernelOwner } from "./kernel.ts";
-import { checkAgainstImage, MAX_PARAMS, PARAM_TYPES, type ParamType } from "./kernel_params.ts";
+import { checkAgainstImage, checkParamTypes, MAX_PARAMS, type ParamType } from "./kernel_params.ts";
 import { ModuleLoadError } from "./module_load_error.ts";
-import { describe, parseCudaDevice } from "./stream.ts";
+import { describe, parseCudaDevice } from "./arguments.ts";
 
 /** Options of {@linkcode loadModule}. */
 export interface LoadModuleOptions {
@@ -181,20 +181,7 @@ export class CudaModule {
       throw new TypeError(`Invalid name: expected a kernel name, got ${describe(name)}`);
     }
     this.#owner.assertLive(`look up kernel "${name}"`);
-    if (!Array.isArray(params)) {
-      throw new TypeError(
-        `Invalid params: expected an array of parameter types, got ${describe(params)}`,
-      );
-    }
-    params.forEach((type, i) => {
-      if (!PARAM_TYPES.has(type)) {
-        throw new TypeError(
-          `Invalid params[${i}]: expected one of ${[...PARAM_TYPES].join(", ")}, got ${
-            describe(type)
-          }`,
-        );
-      }
-    });
+    checkParamTypes(params);
     let fn = this.#functions.get(name);
     if (fn === undefined) {
       fn = this.#lookUp(name);

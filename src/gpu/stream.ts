@@ -5,38 +5,30 @@
  * Each device has two library streams: the copy stream, on which every copy
  * and every stream-ordered free of the library is queued (not handed out:
  * its order is what makes pooled device memory safe to reuse), and a
- * default compute stream for users' kernels ({@linkcode defaultStream}), so
- * that the next copy overlaps them. Users may create streams or wrap one
- * another library owns ({@linkcode CudaStream.fromHandle}).
+ * default compute stream for users' kernels (`defaultStream`), so that the
+ * next copy overlaps them. Users may create streams or wrap one another
+ * library owns ({@linkcode CudaStream.fromHandle}); gpu/device_streams.ts
+ * makes the created and library ones.
  *
  * @module
  */
 
-import { shown } from "../shown.ts";
 import { MTC_E_WRONG_DEVICE } from "../../ffi/cuda_error.ts";
 import { cudaError } from "../../ffi/shim_call.ts";
 import {
-  libraryStream,
   streamCheck,
-  streamCreate,
   streamDestroy,
   streamStatus,
   streamWaitIdleOffThread,
 } from "../../ffi/streams.ts";
-import { CPU, type DeviceIndex, deviceName, parseDevice } from "../device.ts";
+import { type DeviceIndex, deviceName } from "../device.ts";
+import { describe, parseCudaDevice } from "./arguments.ts";
 import { streamTail } from "./stream_tail.ts";
 
-/** Parses a CUDA device string; `what` names the argument in errors. */
-export function parseCudaDevice(device: unknown, what = "device"): DeviceIndex {
-  const index = parseDevice(device);
-  if (index === CPU) {
-    throw new TypeError(`Invalid ${what} "cpu": expected "cuda" or "cuda:N"`);
-  }
-  return index;
-}
-
-const OWNED = 0;
-const LIBRARY = 1;
+/** A stream made by `createStream`: its `dispose()` destroys it. */
+export const OWNED = 0;
+/** One of the library's own streams (default compute, copy): never destroyed. */
+export const LIBRARY = 1;
 const FOREIGN = 2;
 
 let addressOf: (stream: CudaStream) => number;
@@ -222,6 +214,14 @@ export class CudaStream {
   }
 }
 
+/**
+ * Library-internal: a `CudaStream` (`kind` {@linkcode OWNED} or
+ * {@linkcode LIBRARY}) over `address` of `index`, for gpu/device_streams.ts.
+ */
+export function makeStream(index: DeviceIndex, address: number, kind: number): CudaStream {
+  return make(index, address, kind);
+}
+
 /** The address of a live stream (library-internal). @throws {Error} when disposed */
 export function streamAddress(stream: CudaStream): number {
   return addressOf(stream);
@@ -247,77 +247,4 @@ export function checkStream(value: unknown, what: string, device?: DeviceIndex):
     );
   }
   return value;
-}
-
-/** A short description of a value for error messages. */
-export function describe(value: unknown): string {
-  if (value === null) return "null";
-  if (typeof value === "string") return `"${value}"`;
-  // shown() never throws (a constructor getter that throws, a Symbol, a
-  // revoked Proxy): validating an argument must not fail on its message.
-  if (typeof value === "object") {
-    const name = shown(value);
-    return name === "(an object)" ? "an object" : name.slice(1, -1);
-  }
-  return shown(value);
-}
-
-const defaults: CudaStream[] = [];
-const copies: CudaStream[] = [];
-
-/**
- * Creates a CUDA stream of `device` (non-blocking: it does not wait for the
- * legacy default stream). Dispose it when done (`using` works).
- *
- * @param device `"cuda"` or `"cuda:N"`
- * @returns the new stream
- * @throws {TypeError} for a malformed device or `"cpu"`
- * @throws {RangeError} for a device past the device count
- * @throws {CudaError} when the driver cannot create it
- *
- * @example A stream of your own
- * ```ts
- * import assert from "node:assert/strict";
- * import { createStream, deviceCount } from "@mtc/core";
- * if (deviceCount() > 0) {
- *   using stream = createStream("cuda:0");
- *   assert.equal(stream.device, "cuda:0");
- * }
- * ```
- */
-export function createStream(device: string): CudaStream {
-  const index = parseCudaDevice(device);
-  return make(index, streamCreate(index), OWNED);
-}
-
-/**
- * The library's default compute stream of `device`: kernels launched
- * without a `stream` run on it. It is separate from the stream the library
- * copies on, so the next copy overlaps kernels on it. The same object on
- * every call; `dispose()` does nothing.
- *
- * @param device `"cuda"` or `"cuda:N"`
- * @returns the device's default compute stream
- * @throws {TypeError} for a malformed device or `"cpu"`
- * @throws {RangeError} for a device past the device count
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { defaultStream, deviceCount } from "@mtc/core";
- * if (deviceCount() > 0) assert.equal(defaultStream("cuda:0"), defaultStream("cuda"));
- * ```
- */
-export function defaultStream(device: string): CudaStream {
-  return defaultStreamOf(parseCudaDevice(device));
-}
-
-/** {@linkcode defaultStream} by device index (library-internal: no string per launch). */
-export function defaultStreamOf(device: DeviceIndex): CudaStream {
-  return defaults[device] ??= make(device, libraryStream(device, "compute"), LIBRARY);
-}
-
-/** The library's copy stream of `device` (library-internal: never handed out). */
-export function copyStream(device: DeviceIndex): CudaStream {
-  return copies[device] ??= make(device, libraryStream(device, "copy"), LIBRARY);
 }

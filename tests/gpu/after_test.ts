@@ -1,37 +1,10 @@
 import assert from "node:assert/strict";
 import { startCopy } from "../../mod.ts";
-import { afterOption, checkAfter, notQueuedYet } from "../../src/gpu/after.ts";
+import { checkAfter, notQueuedYet } from "../../src/gpu/after.ts";
 
 // The checks of `after` that need no GPU (an AsyncCopyHandle of a CPU copy
 // is real work to order after; GPU work and streams are tested in
 // tests/gpu/ordering_test.ts and not_queued_test.ts).
-
-Deno.test("afterOption: no options is no after; an own `after` is read, an inherited one is not", () => {
-  assert.equal(afterOption(undefined), undefined);
-  assert.equal(afterOption({}), undefined);
-  const handle = startCopy([new Float32Array(1)], "cpu");
-  assert.equal(afterOption({ after: handle }), handle);
-  const prototype = Object.prototype as Record<string, unknown>;
-  prototype.after = handle;
-  try {
-    assert.equal(afterOption({}), undefined);
-  } finally {
-    delete prototype.after;
-  }
-});
-
-Deno.test("afterOption: options that are not an object are a TypeError naming them", () => {
-  for (const [options, shownAs] of [[null, "null"], [5, "5"], ["after", "after"]] as const) {
-    assert.throws(() => afterOption(options), {
-      name: "TypeError",
-      message: `Invalid options ${shownAs}: expected an object`,
-    });
-  }
-  assert.throws(() => afterOption(Symbol("o")), {
-    name: "TypeError",
-    message: "Invalid options Symbol(o): expected an object",
-  });
-});
 
 Deno.test("checkAfter: one item is returned as a list of one", () => {
   const handle = startCopy([new Float32Array(1)], "cpu");

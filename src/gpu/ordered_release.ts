@@ -1,0 +1,186 @@
+/**
+ * `OrderedRelease`: the reuse of a disposed tensor's memory ordered after
+ * work that may still read it (`dispose({ after })`, `disposeAll(…, {
+ * after })`), without a CPU wait: device memory is reused only by work on
+ * its device's copy stream, which is made to wait for the work on the GPU;
+ * host memory is reused by the CPU, so it is held until the work
+ * completes.
+ *
+ * Its own file, above gpu/after.ts: it is the one user of the ordering
+ * that holds memory (storages, arenas, markers on streams), and the
+ * tensor's `dispose` is its only caller.
+ *
+ * @module
+ */
+
+import { eventRecordOn } from "../../ffi/events.ts";
+import type { ArenaMemory } from "../arena_index.ts";
+import { AsyncCopyHandle, holdUntilCopySettled, type Releasable } from "../copy_handle.ts";
+import { CPU, type DeviceIndex } from "../device.ts";
+import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
+import type { Storage } from "../memory/storage.ts";
+import { shown } from "../shown.ts";
+import { type After, checkAfter, notQueuedYet, orderAfter } from "./after.ts";
+import { tailWork } from "./deferred_work.ts";
+import { copyStream } from "./device_streams.ts";
+import { type CudaStream, streamAddress, streamDevice } from "./stream.ts";
+import { GpuWork, holdUntilDone, makeWork } from "./work.ts";
+
+/**
+ * Options of `Tensor.dispose` and `disposeAll`.
+ *
+ * @example Free a tensor's memory once a stream of yours is past it
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { createStream, deviceCount, type DisposeOptions, startCopy } from "@mtc/core";
+ * if (deviceCount() > 0) {
+ *   using stream = createStream("cuda:0");
+ *   const [x] = await startCopy([new Float32Array(4)], "cuda:0").get();
+ *   const options: DisposeOptions = { after: stream }; // no CPU wait
+ *   x.dispose(options);
+ *   assert.ok(x.disposed);
+ * }
+ * ```
+ */
+export interface DisposeOptions {
+  /**
+   * Work that still reads the memory (a launch, a copy, or everything
+   * queued on a stream so far): the library reuses the memory only after it,
+   * ordered on the GPU, so the CPU does not wait. Needed when your own code
+   * reads a tensor through its `ptr` on a stream of yours; kernels launched
+   * through `Kernel.launch` hold their tensor arguments themselves.
+   */
+  after?: After;
+}
+
+/**
+ * The `after` of a dispose call's options: an own property only (an
+ * enumerable `after` on `Object.prototype` is no option), undefined when
+ * there is none.
+ *
+ * @throws {TypeError} for options that are neither undefined nor an object
+ */
+export function afterOption(options: unknown): unknown {
+  if (options === undefined) return undefined;
+  if (typeof options !== "object" || options === null) {
+    throw new TypeError(`Invalid options ${shown(options)}: expected an object`);
+  }
+  return Object.hasOwn(options, "after") ? (options as { after?: unknown }).after : undefined;
+}
+
+/**
+ * The release of memory after `after`, for one `disposeAll` (or one
+ * `dispose`): each device's copy stream is ordered after it once.
+ */
+export class OrderedRelease {
+  readonly #items: readonly After[];
+  readonly #ordered = new Set<DeviceIndex>();
+  /** Settles once the items are queued (`undefined`: they are); asked once. */
+  #notQueued: Promise<void> | undefined | null = null;
+  /** Device memory held until its ordering can be queued. */
+  #deferred: { storage: Storage; device: DeviceIndex }[] | undefined;
+  /** One marker per stream item, for host memory. */
+  #markers: Map<CudaStream, GpuWork> | undefined;
+
+  /** Checks `after` (the `after` option of `what`). */
+  constructor(after: unknown, what: string) {
+    this.#items = checkAfter(after, what);
+  }
+
+  /**
+   * Orders the reuse of a disposed tensor's memory (`storage` of a tensor
+   * on `device`, or the host `arena` its data lies in) after the work:
+   * device memory is reused only by work on its device's copy stream, which
+   * now waits for it on the GPU. Host memory (pinned blocks, arenas) is
+   * reused by the CPU, so it is held until the work completes.
+   */
+  order(storage: Storage | undefined, device: DeviceIndex, arena?: ArenaMemory): void {
+    if (device !== CPU) {
+      if (storage !== undefined) this.#orderDevice(storage, device);
+      return;
+    }
+    let held: Releasable & { take(): void };
+    if (storage !== undefined) {
+      held = { take: () => storage.retain(), release: () => storage.release() };
+    } else if (arena !== undefined) {
+      held = { take: () => arena.hold(), release: () => arena.release() };
+    } else {
+      return; // ordinary memory: the garbage collector's, never reused under the GPU
+    }
+    for (const item of this.#items) {
+      held.take();
+      const kept = item instanceof AsyncCopyHandle
+        ? holdUntilCopySettled(item, held)
+        : holdUntilDone(item instanceof GpuWork ? item : this.#markerOf(item), held);
+      if (!kept) held.release();
+    }
+  }
+
+  /**
+   * A marker recorded now on `stream`, settled like a launch; or the
+   * stream's last launch, when that is not queued yet.
+   */
+  #markerOf(stream: CudaStream): GpuWork {
+    const markers = this.#markers ??= new Map();
+    let marker = markers.get(stream);
+    if (marker === undefined) {
+      const device = streamDevice(stream);
+      const address = streamAddress(stream);
+      const tail = tailWork(device, address);
+      if (tail) {
+        markers.set(stream, tail);
+        return tail;
+      }
+      const event = acquireEvent(device);
+      try {
+        eventRecordOn(device, address, event);
+      } catch (error) {
+        releaseEvent(device, event);
+        throw error;
+      }
+      marker = makeWork(device, address, event, "a deferred release");
+      markers.set(stream, marker);
+    }
+    return marker;
+  }
+
+  #orderDevice(storage: Storage, device: DeviceIndex): void {
+    if (this.#notQueued === null) this.#notQueued = notQueuedYet(this.#items);
+    const notQueued = this.#notQueued;
+    if (notQueued === undefined) {
+      if (this.#ordered.has(device)) return;
+      this.#orderCopyStream(device);
+      this.#ordered.add(device);
+      return;
+    }
+    // Held until the ordering is queued (a microtask at the earliest, after
+    // the caller's loop over its tensors).
+    storage.retain();
+    if (this.#deferred === undefined) {
+      const deferred: { storage: Storage; device: DeviceIndex }[] = this.#deferred = [];
+      notQueued.then(() => {
+        for (const { device } of deferred) {
+          if (this.#ordered.has(device)) continue;
+          this.#ordered.add(device);
+          this.#orderCopyStream(device);
+        }
+      }).finally(() => {
+        for (const { storage } of deferred) storage.release();
+      });
+    }
+    this.#deferred.push({ storage, device });
+  }
+
+  /** Makes the copy stream of `device` wait for each item (all queued now). */
+  #orderCopyStream(device: DeviceIndex): void {
+    const stream = copyStream(device);
+    for (const item of this.#items) {
+      try {
+        orderAfter(stream, [item]);
+      } catch {
+        // The work failed, or the context broke: none of it reads the memory
+        // anymore (a failed launch or copy never ran, or ran to its fault).
+      }
+    }
+  }
+}
