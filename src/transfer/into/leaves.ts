@@ -128,7 +128,6 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
  * problem code. (The result's own tensors are checked by their storages'
  * holds, and here for the error's path.) A pinned CPU tensor (a result of
  * a copy to the CPU) is read through a view, its storage held while read.
- *
  */
 export function leafProblem(
   record: IntoRecord,
@@ -167,7 +166,6 @@ export function leafProblem(
 /**
  * The generic walk's leaf check over `record`: throws the error of a leaf
  * that does not fit (nothing for one that does).
- *
  */
 export function leafThrower(record: IntoRecord): LeafCheck {
   return (n: number, x: unknown, path: () => string): void => {

@@ -27,7 +27,6 @@ import { Submission } from "../submission.ts";
  * Queues the copy of the data `record` has read (once `ordered` settles,
  * where given) into `into` on device `target`, and makes its handle, whose
  * `get()` resolves with `into` itself.
- *
  */
 export function submitInto(
   record: IntoRecord,
