@@ -13,7 +13,10 @@
  * versions have `hostArena`). Prints one line per case: both medians, their
  * ratio and the median of the pairs' ratios, for the copy (`startCopy` to
  * `get()` resolved) and for the copy with `disposeAll(result)` after it
- * (what a training step pays the library).
+ * (what a training step pays the library). The two `into` cases copy the
+ * reference batch into the last result (`startCopy(…, { into })`), from
+ * ordinary memory and from a `hostArena`; their result is kept, so their
+ * "with disposal" line is the copy alone.
  *
  * @module
  */
@@ -29,12 +32,18 @@ const { oldRoot, iterations } = abArgs(2000, { needsGpu: true });
 interface Side {
   lib: Library;
   inputs: unknown[];
+  /** The result each case copies into (the `into` cases only). */
+  into: (object | undefined)[];
 }
 
 async function side(lib: Library, examples: Examples): Promise<Side> {
   const ref16 = examples.createBatchMetaData(16);
   // Versions before hostArena (the issue's start) have no arena case.
   const arena = "hostArena" in lib ? lib.hostArena(1 << 20) : undefined;
+  const inArena = arena && examples.createBatchMetaData(16, 1, arena);
+  const hasInto = "hostArena" in lib; // `into` came after hostArena
+  const intoArena = inArena && hasInto ? await lib.startCopy(inArena, "cuda:0").get() : undefined;
+  const intoRef = hasInto ? await lib.startCopy(ref16, "cuda:0").get() : undefined;
   return {
     lib,
     inputs: [
@@ -42,19 +51,31 @@ async function side(lib: Library, examples: Examples): Promise<Side> {
       examples.createBatchMetaData(64, 2),
       Array.from({ length: 1000 }, (_, i) => new Float32Array(1024).fill(i)),
       await lib.startCopy(ref16, "cuda:0").get(),
-      arena && examples.createBatchMetaData(16, 1, arena),
+      inArena,
+      intoRef && ref16,
+      intoArena && inArena,
     ],
+    into: [undefined, undefined, undefined, undefined, undefined, intoRef, intoArena],
   };
 }
 
-const CASES = ["ref 16 H2D", "ref 64 H2D", "1000 x 4 KB H2D", "ref 16 D2H", "ref 16 from an arena"];
+const CASES = [
+  "ref 16 H2D",
+  "ref 64 H2D",
+  "1000 x 4 KB H2D",
+  "ref 16 D2H",
+  "ref 16 from an arena",
+  "ref 16 into",
+  "ref 16 arena, into",
+];
 
 /** One copy's microseconds: to `get()` resolved, and with the disposal of the result. */
-async function copyOnce({ lib, inputs }: Side, c: number): Promise<[number, number]> {
+async function copyOnce({ lib, inputs, into }: Side, c: number): Promise<[number, number]> {
   const start = performance.now();
-  const result = await lib.startCopy(inputs[c], c === 3 ? "cpu" : "cuda:0").get();
+  const options = into[c] === undefined ? undefined : { into: into[c] } as never;
+  const result = await lib.startCopy(inputs[c], c === 3 ? "cpu" : "cuda:0", options).get();
   const copied = performance.now();
-  lib.disposeAll(result);
+  if (into[c] === undefined) lib.disposeAll(result);
   return [(copied - start) * 1000, (performance.now() - start) * 1000];
 }
 

@@ -17,20 +17,20 @@
  * @module
  */
 
-import { type ArenaMemory, arenaOf } from "./arena_index.ts";
+import type { ArenaMemory } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { arrayCodeOf, CODE_DTYPE, NO_CODE } from "./array_code.ts";
+import { arrayCodeOf, NO_CODE } from "./array_code.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
-import { Tensor, type TensorFields, tensorFields, tensorInternals } from "./tensor.ts";
-import { vectorShape } from "./vector_shape.ts";
+import { type LeafFields, leafFields, readLeaf } from "./leaf_fields.ts";
+import { Tensor, tensorInternals } from "./tensor.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
-/** A tensor leaf's fields, read at once (reused: no object per leaf). */
-const FIELDS: TensorFields = tensorFields();
+/** A leaf's fields, read at once (reused: no object per leaf). */
+const FIELDS: LeafFields = leafFields();
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;
@@ -157,42 +157,41 @@ export class Route implements LeafSink {
   /** Records a leaf; returns what stands in its place in the result. */
   add(leaf: Leaf, data: TypedArray | undefined): unknown {
     this.tensors++;
-    const target = this.target;
-    if (leaf instanceof Tensor) {
-      const fields = FIELDS;
-      tensorInternals.read(leaf, fields);
-      const source = fields.device;
-      this.bytes += fields.byteLength;
-      if (source === target) {
-        // Not copied, yet a tensor of its own: disposing the result must
-        // not dispose the caller's input (nor the input the result).
-        const shared = tensorInternals.share(leaf);
-        if (data === undefined) this.#shared.push(shared);
-        return shared;
+    const fields = FIELDS;
+    readLeaf(leaf, fields);
+    const source = fields.device;
+    this.bytes += fields.byteLength;
+    if (source === this.target) {
+      if (!(leaf instanceof Tensor)) {
+        // As in the reference package: a CPU leaf to the CPU is not copied.
+        return tensorInternals.create(fields.dtype, fields.shape, CPU, leaf);
       }
-      if (data === undefined) {
-        // In pooled memory (CUDA or pinned): held while the copy reads it.
-        const storage = fields.storage;
-        if (storage !== undefined && storage !== this.#lastInputStorage) {
-          this.#inputStorages.push(this.#lastInputStorage = storage);
-        }
-        return this.#move(leaf, source, undefined, fields.dtype, fields.shape, NO_CODE);
+      // Not copied, yet a tensor of its own: disposing the result must
+      // not dispose the caller's input (nor the input the result).
+      const shared = tensorInternals.share(leaf);
+      if (data === undefined) this.#shared.push(shared);
+      return shared;
+    }
+    if (data === undefined) {
+      // In pooled memory (CUDA or pinned): held while the copy reads it.
+      const storage = fields.storage;
+      if (storage !== undefined && storage !== this.#lastInputStorage) {
+        this.#inputStorages.push(this.#lastInputStorage = storage);
       }
-      const { arena, dtype, shape } = fields;
-      // (An arena leaf is sent from where it lies: its class is never needed.)
-      if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape);
-      return this.#move(leaf, source, data, dtype, shape, arrayCodeOf(data));
+      return this.#move(leaf, source, undefined, fields.dtype, fields.shape, NO_CODE);
     }
-    const code = arrayCodeOf(leaf);
-    const dtype = CODE_DTYPE[code];
-    this.bytes += leaf.byteLength;
-    if (target === CPU) {
-      // As in the reference package: a CPU leaf to the CPU is not copied.
-      return tensorInternals.create(dtype, vectorShape(leaf.length), CPU, leaf);
-    }
-    const arena = arenaOf(leaf);
-    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, vectorShape(leaf.length));
-    return this.#move(leaf, CPU, leaf, dtype, vectorShape(leaf.length), code);
+    const { arena, dtype, shape, code } = fields;
+    // (An arena leaf is sent from where it lies: its class is never needed.)
+    if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape);
+    // A tensor's class is its data's (a TypedArray's was read with its fields).
+    return this.#move(
+      leaf,
+      source,
+      data,
+      dtype,
+      shape,
+      code === NO_CODE ? arrayCodeOf(data) : code,
+    );
   }
 
   /**

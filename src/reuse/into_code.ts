@@ -18,7 +18,8 @@
  */
 
 import type { Tensor } from "../tensor.ts";
-import { type IntoShape, isWalked, type MatchColumns, type ShapeNode } from "./into_shape.ts";
+import type { MatchColumns } from "./into_match.ts";
+import { type IntoShape, isWalked, type ShapeNode } from "./into_shape.ts";
 
 /** The longest key compiled into a check. */
 export const MAX_KEY_LENGTH = 256;

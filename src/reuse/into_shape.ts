@@ -1,17 +1,11 @@
 /**
  * The structure of a result that copies write into (the `into` option),
- * and the check that a copy's data has it, exactly.
- *
- * The structure is read once from the result itself (its containers, its
- * tensors in the walk's order: arrays by index, plain objects by their own
- * enumerable string keys, Maps by entry), each tensor checked by the
- * caller.
- * {@linkcode matchShape} walks a copy's data and the result side by side:
- * the same containers, the same keys in order, the same lengths, and at
- * each leaf the tensor the structure recorded; it fills the columns the
- * copy reads (the data's leaf at each position, the values passed through
- * and where they go) and throws, naming the path, where they differ.
- * `into_code.ts` compiles the same check for a structure seen again.
+ * read once from the result itself (its containers, its tensors in the
+ * walk's order: arrays by index, plain objects by their own enumerable
+ * string keys, Maps by entry), each tensor checked by the caller; and how
+ * the checks see and name values (what the walk walks, what passes
+ * through). `into_match.ts` checks a copy's data against the structure,
+ * `into_code.ts` compiles that check for a structure seen again.
  *
  * @module
  */
@@ -49,19 +43,6 @@ export interface IntoShape {
   /** Values passed through (slots that are neither containers nor tensors). */
   readonly passes: number;
 }
-
-/** What a check of a copy's data fills in (reused from copy to copy). */
-export interface MatchColumns {
-  /** The data's leaf at each leaf position. */
-  sources: unknown[];
-  /** The result's container, key and the data's value of each value passed through. */
-  passContainers: object[];
-  passKeys: unknown[];
-  passValues: unknown[];
-}
-
-/** Checks the data's leaf at position `n` (found at `path`); throws where it does not fit. */
-export type LeafCheck = (n: number, leaf: unknown, path: () => string) => void;
 
 const LEAF: ShapeNode = Object.freeze({ kind: "leaf" });
 const PASS: ShapeNode = Object.freeze({ kind: "pass" });
@@ -164,146 +145,6 @@ export function sameShape(a: ShapeNode, b: ShapeNode): boolean {
         a.values.every((value, i) => sameShape(value, other.values[i]));
     }
   }
-}
-
-/**
- * Walks `data` along `shape`, with `result` beside it: fills `columns` and
- * checks each leaf with `checkLeaf`. Returns the number of values passed
- * through.
- *
- * @throws {TypeError} where `data` differs from the structure, naming the
- * path ("Invalid option into: expected …, got … at $.path")
- * @throws {Error} where `result` no longer holds the tensors it had
- */
-export function matchShape(
-  shape: IntoShape,
-  data: unknown,
-  result: object,
-  columns: MatchColumns,
-  checkLeaf: LeafCheck,
-): number {
-  const { tensors } = shape;
-  let n = 0;
-  let m = 0;
-  const path: (string | number)[] = [];
-  const where = () => formatPath(path);
-  const pass = (container: object, key: unknown, value: unknown) => {
-    if (isWalked(value)) {
-      throw mismatch(
-        `a value passed through (no tensor, array, plain object or Map)`,
-        value,
-        where(),
-      );
-    }
-    columns.passContainers[m] = container;
-    columns.passKeys[m] = key;
-    columns.passValues[m++] = value;
-  };
-  const visit = (node: ShapeNode, value: unknown, mine: unknown): void => {
-    switch (node.kind) {
-      case "leaf":
-        if (mine !== tensors[n]) {
-          throw new Error(
-            `Cannot copy into this result: ${where()} no longer holds the tensor the copy made there`,
-          );
-        }
-        checkLeaf(n, value, where);
-        columns.sources[n++] = value;
-        return;
-      case "pass":
-        throw new Error("unreachable: a value passed through is visited by its container");
-      case "array": {
-        const length = node.items.length;
-        if (!Array.isArray(value)) throw mismatch(`an array of ${length} elements`, value, where());
-        if (value.length !== length) {
-          throw mismatch(`an array of ${length} elements`, value, where(), `${value.length}`);
-        }
-        const own = mine as unknown[];
-        for (let i = 0; i < length; i++) {
-          path.push(i);
-          child(node.items[i], value, own, i, value[i], own[i]);
-          path.pop();
-        }
-        return;
-      }
-      case "object": {
-        const { keys, values, nullPrototype } = node;
-        const proto = value !== null && typeof value === "object"
-          ? Object.getPrototypeOf(value)
-          : undefined;
-        const expected = nullPrototype ? "a plain object with a null prototype" : "a plain object";
-        if (proto !== (nullPrototype ? null : Object.prototype) || Array.isArray(value)) {
-          throw mismatch(expected, value, where());
-        }
-        const found = Object.keys(value as object);
-        if (found.length !== keys.length || found.some((key, i) => key !== keys[i])) {
-          throw new TypeError(
-            `Invalid option into: expected ${expected} with keys ${
-              JSON.stringify(keys)
-            } at ${where()}, got keys ${JSON.stringify(found)}`,
-          );
-        }
-        const own = mine as Record<string, unknown>;
-        const input = value as Record<string, unknown>;
-        for (let i = 0; i < keys.length; i++) {
-          const key = keys[i];
-          path.push(key);
-          child(values[i], own, own, key, input[key], own[key]);
-          path.pop();
-        }
-        return;
-      }
-      case "map": {
-        const { keys, values } = node;
-        if (!(value instanceof Map)) {
-          throw mismatch(`a Map of ${keys.length} entries`, value, where());
-        }
-        if (value.size !== keys.length) {
-          throw mismatch(`a Map of ${keys.length} entries`, value, where(), `${value.size}`);
-        }
-        const own = mine as Map<unknown, unknown>;
-        let i = 0;
-        for (const [key, item] of value) {
-          if (!Object.is(key, keys[i]) && !(key === 0 && keys[i] === 0)) {
-            throw new TypeError(
-              `Invalid option into: expected the key ${
-                shown(keys[i])
-              } at entry ${i} of the Map at ${where()}, got ${shown(key)}`,
-            );
-          }
-          path.push(pathKey(key));
-          child(values[i], own, own, key, item, own.get(key));
-          path.pop();
-          i++;
-        }
-        return;
-      }
-    }
-  };
-  const child = (
-    node: ShapeNode,
-    _parent: unknown,
-    container: object,
-    key: unknown,
-    value: unknown,
-    mine: unknown,
-  ) => {
-    if (node.kind === "pass") pass(container, key, value);
-    else visit(node, value, mine);
-  };
-  if (shape.root.kind === "pass") {
-    throw new Error("Cannot copy into this result: it holds no tensor");
-  }
-  visit(shape.root, data, result);
-  return m;
-}
-
-/** The error for `value` found where `expected` was (`size`: its length, where that differs). */
-function mismatch(expected: string, value: unknown, path: string, size?: string): TypeError {
-  const got = size !== undefined
-    ? `${Array.isArray(value) ? "an array" : "a Map"} of ${size}`
-    : describe(value);
-  return new TypeError(`Invalid option into: expected ${expected} at ${path}, got ${got}`);
 }
 
 /** A value as an error message names it. */

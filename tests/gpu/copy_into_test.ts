@@ -11,7 +11,7 @@ import {
 } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
-import { intoOrdering } from "../../src/transfer/copy_into.ts";
+import { intoOrdering } from "../../src/transfer/into/holds.ts";
 import { bytesOf, flatten, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";
 
 // startCopy(data, device, { into: previous }) writes data's bytes into an

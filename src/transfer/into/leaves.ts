@@ -1,0 +1,196 @@
+/**
+ * A copy's data read against the result it is copied into: each leaf
+ * checked against the tensor it replaces (a CPU leaf of its dtype and
+ * shape, not disposed or detached), its bytes and arena recorded, and each
+ * group of the result (a storage: record.ts) marked as one DMA from
+ * an arena (every leaf lies in one arena at one distance from its place in
+ * the block) or to be packed.
+ *
+ * A leaf's fields are read as an ordinary copy's route reads them
+ * (leaf_fields.ts). The check runs in two forms: inline in
+ * {@linkcode readData}'s loop for a leaf that fits, and, for any other
+ * leaf, {@linkcode leafProblem}, which tells a misfit from a disposed or
+ * detached leaf, reads pinned and empty leaves, and whose code
+ * {@linkcode leafThrower} turns into the error with the leaf's path.
+ *
+ * @module
+ */
+
+import type { ArenaMemory } from "../../arena_index.ts";
+import { CPU } from "../../device.ts";
+import { isDetached, type TypedArray } from "../../dtype.ts";
+import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
+import { type LeafCheck, matchShape } from "../../reuse/into_match.ts";
+import { describe, isLeafArray } from "../../reuse/into_shape.ts";
+import { REJECTED_LEAF, Tensor, tensorInternals } from "../../tensor.ts";
+import { DIRECT, type IntoRecord, PACK, UNSET } from "./record.ts";
+
+/** The data's leaf is not of the tensor's dtype and shape (or not a leaf). */
+export const MISFIT = 1;
+/** The data's leaf is a tensor on a CUDA device. */
+export const ON_CUDA = 2;
+/** The data's leaf is a disposed tensor. */
+export const DISPOSED_INPUT = 3;
+/** The data's leaf is a detached (or shrunk) view, or a tensor over one. */
+export const DETACHED = 4;
+/** The result's tensor at the leaf's place was disposed (or lost its memory). */
+export const DISPOSED_OUTPUT = 5;
+/** What {@linkcode leafProblem} returns for a leaf that fits and lies outside any arena. */
+export const FITS_OUTSIDE_ARENA = -1;
+
+const FIELDS: LeafFields = leafFields();
+
+/** Whether the leaf read into `fields` fits tensor `n` of the record: CPU, its dtype and shape. */
+function fits(record: IntoRecord, n: number, fields: LeafFields): boolean {
+  return fields.device === CPU && fields.dtype === record.dtypes[n] &&
+    fields.byteLength === record.byteLengths[n] &&
+    sameShape(fields.shape, record.shape.tensors[n].shape);
+}
+
+function sameShape(a: readonly number[], b: readonly number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/**
+ * Checks `data` against the record and reads each leaf's bytes and arena
+ * into its columns (and each group's state); returns the number of values
+ * passed through.
+ *
+ * @throws {TypeError} / {Error} with the path where they differ (see {@linkcode leafThrower})
+ */
+export function readData(record: IntoRecord, data: unknown, into: object): number {
+  const { columns, check, groupState, groupArena, groupDelta, groupOf, offsets, views } = record;
+  let passes = check === undefined ? -1 : check(data, into, columns);
+  if (passes < 0) passes = matchShape(record.shape, data, into, columns, leafThrower(record));
+  groupState.fill(UNSET);
+  const { sources } = columns;
+  record.ledger.pinned.length = 0;
+  for (let n = 0; n < sources.length; n++) {
+    // The checks of leafProblem, inline, on the path of a leaf that fits
+    // (an empty leaf, which may be detached, takes the slow path).
+    const x = sources[n];
+    let arena: ArenaMemory | undefined;
+    let view: TypedArray | undefined;
+    if (x instanceof Tensor) {
+      readLeaf(x, FIELDS);
+      if (fits(record, n, FIELDS)) {
+        const bytes = tensorInternals.walkData(x);
+        if (bytes !== undefined && bytes !== REJECTED_LEAF) {
+          view = bytes;
+          arena = FIELDS.arena;
+        }
+      }
+    } else if (isLeafArray(x) && x.byteLength !== 0) {
+      readLeaf(x as TypedArray, FIELDS);
+      if (fits(record, n, FIELDS)) {
+        view = x as TypedArray;
+        arena = FIELDS.arena;
+      }
+    }
+    if (view === undefined) {
+      // Anything else (a misfit, an empty or pinned leaf) takes the slow path.
+      const problem = leafProblem(record, n, x);
+      if (typeof problem === "number" && problem !== FITS_OUTSIDE_ARENA) {
+        // The generic walk says where (and throws).
+        matchShape(record.shape, data, into, columns, leafThrower(record));
+        throw new TypeError("Invalid option into: the data does not match the result");
+      }
+      arena = problem === FITS_OUTSIDE_ARENA ? undefined : problem as ArenaMemory | undefined;
+    } else {
+      views[n] = view;
+    }
+    const g = groupOf[n];
+    if (g < 0) continue;
+    if (arena === undefined) {
+      groupState[g] = PACK;
+      continue;
+    }
+    const delta = views[n]!.byteOffset - offsets[n];
+    const state = groupState[g];
+    if (state === UNSET) {
+      groupState[g] = DIRECT;
+      groupArena[g] = arena;
+      groupDelta[g] = delta;
+    } else if (state === DIRECT && (groupArena[g] !== arena || groupDelta[g] !== delta)) {
+      groupState[g] = PACK;
+    }
+  }
+  return passes;
+}
+
+/**
+ * Checks the data's leaf `x` at position `n` and records its bytes in
+ * `record.views[n]`: returns the arena it lies in where it fits and lies in
+ * one, {@linkcode FITS_OUTSIDE_ARENA} where it fits otherwise, else a
+ * problem code. (The result's own tensors are checked by their storages'
+ * holds, and here for the error's path.) A pinned CPU tensor (a result of
+ * a copy to the CPU) is read through a view, its storage held while read.
+ */
+export function leafProblem(
+  record: IntoRecord,
+  n: number,
+  x: unknown,
+): ArenaMemory | number | undefined {
+  const tensor = record.shape.tensors[n];
+  if (tensorInternals.storage(tensor) !== record.storages[n] || tensor.disposed) {
+    return DISPOSED_OUTPUT;
+  }
+  if (x instanceof Tensor) {
+    readLeaf(x, FIELDS);
+    if (FIELDS.device !== CPU) return ON_CUDA;
+    if (!fits(record, n, FIELDS)) return MISFIT;
+    const data = tensorInternals.walkData(x);
+    if (data === REJECTED_LEAF) return x.disposed ? DISPOSED_INPUT : DETACHED;
+    if (data === undefined) {
+      record.views[n] = x.toTypedArray();
+      record.ledger.pinned.push(FIELDS.storage!);
+      return FITS_OUTSIDE_ARENA;
+    }
+    record.views[n] = data;
+    return FIELDS.arena ?? FITS_OUTSIDE_ARENA;
+  }
+  if (!isLeafArray(x)) return MISFIT;
+  const view = x as TypedArray;
+  readLeaf(view, FIELDS);
+  if (FIELDS.dtype !== record.dtypes[n] || tensor.shape.length !== 1) return MISFIT;
+  // A detached view reads as empty: refused as detached whatever length it had.
+  if (FIELDS.byteLength === 0 && isDetached(view)) return DETACHED;
+  if (!fits(record, n, FIELDS)) return MISFIT;
+  record.views[n] = view;
+  return FIELDS.arena ?? FITS_OUTSIDE_ARENA;
+}
+
+/**
+ * The generic walk's leaf check over `record`: throws the error of a leaf
+ * that does not fit (nothing for one that does).
+ */
+export function leafThrower(record: IntoRecord): LeafCheck {
+  return (n: number, x: unknown, path: () => string): void => {
+    const problem = leafProblem(record, n, x);
+    if (typeof problem !== "number" || problem === FITS_OUTSIDE_ARENA) return;
+    const tensor = record.shape.tensors[n];
+    switch (problem) {
+      case DISPOSED_OUTPUT:
+        throw new Error(`Cannot copy into this result: its tensor at ${path()} was disposed`);
+      case DISPOSED_INPUT:
+        throw new Error(`Cannot copy a disposed tensor at ${path()}`);
+      case DETACHED:
+        throw new TypeError(`Cannot copy a detached or shrunk ArrayBuffer at ${path()}`);
+      case ON_CUDA:
+        throw new TypeError(
+          `Invalid option into: expected CPU data at ${path()} (a copy into a result reads TypedArrays and CPU tensors), got ${
+            describe(x)
+          }`,
+        );
+      default:
+        throw new TypeError(
+          `Invalid option into: expected a ${tensor.dtype} tensor of shape [${
+            tensor.shape.join(", ")
+          }] (or a TypedArray of that dtype and length) at ${path()}, got ${describe(x)}`,
+        );
+    }
+  };
+}

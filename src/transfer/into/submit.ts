@@ -1,0 +1,189 @@
+/**
+ * The DMAs of a copy into an earlier result, and its handle: for each of
+ * the result's storages (record.ts), one DMA to the range its tensors
+ * cover, read from the host arena the data lies in where every leaf lies
+ * there as the result does (a batch built in an arena at the offsets of
+ * the last one), else from pinned staging the leaves are packed into at
+ * their places in the block. A large single leaf is staged in the
+ * background, as by the ordinary path; without pinned staging the leaves
+ * are copied one by one from pageable memory. The copy holds the result's
+ * storages, and marks the result busy, until it settles.
+ *
+ * @module
+ */
+
+import { copyAsync, copyFromBuffer } from "../../../ffi/native.ts";
+import type { ArenaMemory } from "../../arena_index.ts";
+import { ARRAY_CLASSES, arrayCodeOf, CODE_BYTES } from "../../array_code.ts";
+import { type AsyncCopyHandle, createCopyHandle } from "../../copy_handle.ts";
+import { pinnedView } from "../../memory/pinned_memory.ts";
+import type { ResolvedOptions } from "../../options.ts";
+import type { ResultEntry } from "../../reuse/results.ts";
+import { BACKGROUND_MIN_BYTES } from "../../staging/background.ts";
+import { DIRECT, type IntoRecord } from "./record.ts";
+import { Submission } from "../submission.ts";
+
+/**
+ * Queues the copy of the data `record` has read (once `ordered` settles,
+ * where given) into `into` on device `target`, and makes its handle, whose
+ * `get()` resolves with `into` itself.
+ */
+export function submitInto(
+  record: IntoRecord,
+  entry: ResultEntry,
+  into: object,
+  target: number,
+  options: ResolvedOptions,
+  ordered: Promise<void> | undefined,
+): AsyncCopyHandle<unknown> {
+  const stats = Submission.emptyStats(record.ledger);
+  const submission = new Submission(record.ledger, stats);
+  submission.involve(target);
+  const { groups } = record;
+  for (let g = 0; g < groups.length; g++) groups[g].storage.retain();
+  entry.busy = true;
+  let settled = false;
+  const settle = () => {
+    if (settled) return;
+    settled = true;
+    entry.busy = false;
+    for (let g = 0; g < groups.length; g++) groups[g].storage.release();
+  };
+  let job: ReturnType<Submission["job"]> | undefined;
+  let submitted: Promise<void> | undefined;
+  const events: { device: number; event: number }[] = [];
+  try {
+    // Packing reads the data now (the caller may change it once get() resolves).
+    // A copy queued later packs into pinned staging whatever the options say:
+    // a pageable copy would be queued now, before the waits it must follow.
+    const transfers = prepare(record, submission, target, options, ordered === undefined);
+    if (ordered === undefined) {
+      queue(transfers, target);
+      job = submission.job(() => {});
+      submitted = job.submitted;
+      events.push(...job.events);
+    } else {
+      submitted = ordered.then(async () => {
+        queue(transfers, target);
+        job = submission.job(() => {});
+        events.push(...job.events);
+        if (job.submitted) await job.submitted;
+      });
+    }
+  } catch (error) {
+    // The handle fails at once and aborts: the ledger drains and gives back what it took.
+    submitted = Promise.reject(error);
+  }
+  return createCopyHandle<unknown>({
+    events,
+    submitted,
+    stats,
+    outputs: into,
+    complete: () => {
+      try {
+        job!.complete();
+      } finally {
+        settle();
+      }
+      return into;
+    },
+    abort: () => {
+      if (job) job.abort();
+      else submission.abort();
+      settle();
+    },
+  });
+}
+
+/** The DMAs of one copy: destination, source and bytes, three numbers each. */
+type Transfers = number[];
+
+/**
+ * Packs what must be packed and lists the DMAs (a direct one from an arena
+ * for each group that lies in one as the result does); large single leaves
+ * go to background staging where `now` (the copy is queued at once) and the
+ * options allow.
+ */
+function prepare(
+  record: IntoRecord,
+  submission: Submission,
+  target: number,
+  options: ResolvedOptions,
+  now: boolean,
+): Transfers {
+  const { groups, groupState, groupArena, groupDelta, views, offsets } = record;
+  const transfers: Transfers = [];
+  let heldArena: ArenaMemory | undefined;
+  const { stats } = submission;
+  const pinned = options.usePinnedStaging || !now;
+  for (let g = 0; g < groups.length; g++) {
+    const { storage, leaves, lo, hi } = groups[g];
+    const span = hi - lo;
+    if (span === 0) continue;
+    if (leaves.length > 1) {
+      stats.chunks++;
+      stats.packedTensors += leaves.length;
+    }
+    const dst = storage.address + lo;
+    if (groupState[g] === DIRECT) {
+      const arena = groupArena[g]!;
+      if (arena !== heldArena) submission.holdArena(heldArena = arena);
+      transfers.push(dst, arena.address + lo + groupDelta[g], span);
+      stats.copies++;
+      continue;
+    }
+    if (leaves.length === 1) {
+      const n = leaves[0];
+      const view = views[n]!;
+      if (now && options.useBackgroundThread && pinned && span >= BACKGROUND_MIN_BYTES) {
+        const buffer = view.buffer as ArrayBuffer & { growable?: boolean };
+        if (buffer.resizable !== true && buffer.growable !== true) {
+          submission.stageInBackground({ device: target, dst, src: view, bytes: span });
+          stats.copies++;
+          continue;
+        }
+      }
+    }
+    if (!pinned) {
+      for (const n of leaves) {
+        const view = views[n]!;
+        if (view.byteLength === 0) continue;
+        copyFromBuffer({ device: target, dst: storage.address + offsets[n], src: view });
+        stats.copies++;
+      }
+      continue;
+    }
+    const stage = submission.takeStaging(span);
+    for (let k = 0; k < leaves.length; k++) {
+      const n = leaves[k];
+      const view = views[n]!;
+      if (view.byteLength === 0) continue;
+      const at = offsets[n] - lo;
+      const code = arrayCodeOf(view);
+      const size = CODE_BYTES[code];
+      if (at % size === 0) {
+        pinnedView(stage, ARRAY_CLASSES[code]).set(view as never, at / size);
+      } else {
+        (pinnedView(stage, Uint8Array) as Uint8Array).set(
+          new Uint8Array(view.buffer, view.byteOffset, view.byteLength),
+          at,
+        );
+      }
+    }
+    transfers.push(dst, stage.address, span);
+    stats.copies++;
+  }
+  return transfers;
+}
+
+/** Queues the DMAs on the copy stream of `target`. */
+function queue(transfers: Transfers, target: number): void {
+  for (let t = 0; t < transfers.length; t += 3) {
+    copyAsync({
+      device: target,
+      dst: transfers[t],
+      src: transfers[t + 1],
+      bytes: transfers[t + 2],
+    });
+  }
+}

@@ -1,0 +1,95 @@
+import assert from "node:assert/strict";
+import { Tensor } from "../../../mod.ts";
+import { registerArena, unregisterArena } from "../../../src/arena_index.ts";
+import { readData } from "../../../src/transfer/into/leaves.ts";
+import { buildRecord, DIRECT, PACK } from "../../../src/transfer/into/record.ts";
+import { CUDA0, fittingData, madeResult } from "./_result.ts";
+
+// Each leaf of the data is checked against the tensor it replaces, its bytes
+// recorded; a group is one DMA from an arena only where all its leaves lie
+// in one arena as the result's tensors lie in their block.
+
+Deno.test("readData records each fitting leaf's bytes and the values passed through", () => {
+  const { result } = madeResult();
+  const record = buildRecord(result, CUDA0);
+  const data = fittingData();
+  assert.equal(readData(record, data, result), 1);
+  assert.equal(record.views[0], data.boxes.toTypedArray());
+  assert.equal(record.views[1], data.ids);
+  assert.equal(record.views[2], data.big);
+  assert.deepEqual(record.columns.passValues.slice(0, 1), ["b"]);
+  assert.deepEqual([...record.groupState], [PACK, PACK]); // no arena
+});
+
+Deno.test("readData refuses a leaf of another dtype, shape, device or state, naming its path", () => {
+  const { result } = madeResult();
+  const record = buildRecord(result, CUDA0);
+  const detached = new Uint8Array(100);
+  structuredClone(detached.buffer, { transfer: [detached.buffer] });
+  const disposed = Tensor.from(new Float32Array(8), [2, 4]);
+  disposed.dispose();
+  const cases: [Record<string, unknown>, ErrorConstructor | TypeErrorConstructor, string][] = [
+    [
+      { boxes: Tensor.from(new Float32Array(8), [4, 2]) },
+      TypeError,
+      "Invalid option into: expected a float32 tensor of shape [2, 4] (or a TypedArray of that dtype and length) at $.boxes, got a float32 tensor of shape [4, 2] on cpu",
+    ],
+    [
+      { ids: new BigUint64Array(3) },
+      TypeError,
+      "Invalid option into: expected a int64 tensor of shape [3] (or a TypedArray of that dtype and length) at $.ids, got a BigUint64Array of 3 elements",
+    ],
+    [
+      { big: new Uint8Array(99) },
+      TypeError,
+      "Invalid option into: expected a uint8 tensor of shape [100] (or a TypedArray of that dtype and length) at $.big, got a Uint8Array of 99 elements",
+    ],
+    [
+      { big: new DataView(new ArrayBuffer(100)) },
+      TypeError,
+      "Invalid option into: expected a uint8 tensor of shape [100] (or a TypedArray of that dtype and length) at $.big, got (DataView)",
+    ],
+    [{ big: detached }, TypeError, "Cannot copy a detached or shrunk ArrayBuffer at $.big"],
+    [{ boxes: disposed }, Error, "Cannot copy a disposed tensor at $.boxes"],
+    [
+      { boxes: result.boxes },
+      TypeError,
+      "Invalid option into: expected CPU data at $.boxes (a copy into a result reads TypedArrays and CPU tensors), got a float32 tensor of shape [2, 4] on cuda:0",
+    ],
+  ];
+  for (const [change, cls, message] of cases) {
+    assert.throws(
+      () => readData(record, { ...fittingData(), ...change }, result),
+      (error: unknown) =>
+        error instanceof cls && (cls !== Error || !(error instanceof TypeError)) &&
+        (error as Error).message === message,
+      message,
+    );
+  }
+});
+
+Deno.test("readData: a group whose leaves lie in one arena at their places goes as one DMA from it", () => {
+  const { result } = madeResult();
+  const record = buildRecord(result, CUDA0);
+  const buffer = new ArrayBuffer(1024);
+  const arena = { address: 1 << 30, hold() {}, release() {} };
+  registerArena(buffer, arena);
+  try {
+    // boxes at 0 and ids at 64 in the chunk: in the arena at 256 and 320.
+    const data = {
+      ...fittingData(),
+      boxes: Tensor.from(new Float32Array(buffer, 256, 8), [2, 4]),
+      ids: new BigInt64Array(buffer, 320, 3),
+    };
+    readData(record, data, result);
+    assert.deepEqual([...record.groupState], [DIRECT, PACK]);
+    assert.equal(record.groupArena[0], arena);
+    assert.equal(record.groupDelta[0], 256);
+    // ids 8 bytes further along than boxes' distance: packed instead.
+    data.ids = new BigInt64Array(buffer, 328, 3);
+    readData(record, data, result);
+    assert.deepEqual([...record.groupState], [PACK, PACK]);
+  } finally {
+    unregisterArena(buffer);
+  }
+});
