@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { createCopyHandle, type EventOps } from "../../src/copy_handle.ts";
-import type { Block } from "../../src/memory/block_pool.ts";
+import type { Block } from "../../src/memory/block_pool_types.ts";
 import type { LedgerOps, LedgerRoute } from "../../src/transfer/ledger_ops.ts";
 import { Submission } from "../../src/transfer/submission.ts";
 

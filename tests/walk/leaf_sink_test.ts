@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Tensor } from "../../mod.ts";
-import { collectLeaves, walk } from "../../src/walk/walk.ts";
+import { collectLeaves } from "../../src/walk/collect_leaves.ts";
+import { walk } from "../../src/walk/walk.ts";
 
 Deno.test("collectLeaves lists TypedArray and Tensor leaves in walk order, nothing else", () => {
   const a = new Float32Array(2);
