@@ -16,7 +16,7 @@ import { hasGpu } from "../gpu/_helpers.ts";
 
 Deno.test({
   name:
-    "without a usable device nothing is cached process-wide: every figure reads 0 and nothing calls the shim",
+    "without a usable device nothing is cached process-wide: every figure reads 0 and trimming frees nothing",
   ignore: deviceCount() > 0,
   fn() {
     for (const kind of [-1, 0, 3]) {
