@@ -34,9 +34,9 @@ export type {
   HasNonPublicMembers,
   OpaqueObject,
   PassesThrough,
-} from "./src/start_copy.ts";
+} from "./src/copy_result.ts";
 export type { AsyncCopyHandle } from "./src/copy_handle.ts";
-export type { CopyStats } from "./src/copy_handle.ts";
+export type { CopyStats } from "./src/copy_job.ts";
 export type { StartCopyOptions } from "./src/options.ts";
 export { Tensor } from "./src/tensor.ts";
 export type { DType, TypedArray } from "./src/dtype.ts";
@@ -48,7 +48,7 @@ export { setMemoryLimits } from "./src/memory/limits.ts";
 export { MemoryLimitError } from "./src/memory/limit_error.ts";
 export type { MemoryLimitErrorOptions } from "./src/memory/limit_error.ts";
 export { HostArena, hostArena } from "./src/memory/host_arena.ts";
-export type { ArrayClass } from "./src/memory/host_arena.ts";
+export type { ArrayClass } from "./src/memory/arena_views.ts";
 export type { MemoryLimits } from "./src/memory/limits.ts";
 export { cudaStatus, deviceCount } from "./src/device.ts";
 export type { CudaStatus, CudaStatusReason } from "./src/device.ts";

@@ -3,7 +3,8 @@
 # only ffi/shim_call.ts and ffi/test_aids.ts read the symbol table (and
 # ffi/library.ts, which opens it), only native/ holds C or CUDA. The product
 # shim exports exactly the symbols of ffi/symbols.ts. ffi/ never imports
-# src/, and src/memory/ never imports src/staging/.
+# src/, and src/memory/ never imports src/staging/. Every file has a mirrored
+# test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fail=0
@@ -51,6 +52,13 @@ fi
 # cycle (.ci/layers.ts, which reads the table).
 if ! bash .ci/layers.sh; then
   echo "boundary: the layer check failed (.ci/layers.sh): move the import down the rooms, or the file to another room" >&2
+  fail=1
+fi
+
+# Every file of src/ and ffi/ has a mirrored test, or is listed with why it
+# has no logic to test (.ci/mirrors.ts).
+if ! deno run --allow-read .ci/mirrors.ts; then
+  echo "boundary: the mirror check failed (.ci/mirrors.ts): write the test, or list the file there with why it has no logic" >&2
   fail=1
 fi
 

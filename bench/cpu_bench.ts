@@ -13,7 +13,7 @@ import { startCopy, Tensor, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { packCandidates, planPacking } from "../src/pack_plan.ts";
 import { DTYPE_SIZE } from "../src/dtype.ts";
-import { collectLeaves } from "../src/walk/walk.ts";
+import { collectLeaves } from "../src/walk/collect_leaves.ts";
 import { walk } from "../src/walk/walk.ts";
 
 const batch = createBatchMetaData(16);

@@ -42,7 +42,7 @@ import {
   type TypedArray,
 } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
-import { collectLeaves } from "../src/walk/walk.ts";
+import { collectLeaves } from "../src/walk/collect_leaves.ts";
 import { walk } from "../src/walk/walk.ts";
 import { Route } from "../src/route.ts";
 import { resolveOptions } from "../src/options.ts";

@@ -23,7 +23,7 @@ import {
 } from "../ffi/native.ts";
 import { cudaStatus, deviceCount, disposeAll, startCopy, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
-import { collectLeaves } from "../src/walk/walk.ts";
+import { collectLeaves } from "../src/walk/collect_leaves.ts";
 import type { Tensor } from "../src/tensor.ts";
 
 const noGpu = deviceCount() === 0;

@@ -3,21 +3,17 @@
  *
  * Completion is one CUDA event per device the copy queued work on. `ready()`
  * queries them (a fast FFI call each). `get()` resolves at once when they
- * are complete; otherwise, after a microtask, it polls until the copy's
- * expected end (its bytes at {@linkcode ASSUMED_BYTES_PER_MICROSECOND} from
- * its start; only while no other copy is in flight) plus
- * {@linkcode SPIN_MICROSECONDS}, for at most {@linkcode MAX_SPIN_MICROSECONDS},
- * then waits on a Deno blocking-pool thread (a nonblocking FFI
- * `cuEventSynchronize`) so the event loop keeps running. A poll answers in
- * well under a microsecond; the off-thread wait's wake-up took 60–200 µs on
- * the GPU hosts (a 4 MB copy whose DMA takes 83 µs resolved after 276 µs
- * when only 30 µs were polled), so a copy about to end is polled for.
+ * are complete; otherwise it polls, then waits off the main thread
+ * (`copy_wait.ts` says how long and why).
  *
  * A handle keeps everything its copy touches (inputs, staging blocks,
  * outputs) until it settles. Unsettled handles are also kept in a
- * process-wide set, so a dropped handle still settles (and returns its
- * staging memory) at the next `startCopy`, and its memory is never collected
- * while the GPU may still use it.
+ * process-wide set (`copies_in_flight.ts`), so a dropped handle still
+ * settles (and returns its staging memory) at the next `startCopy`, and its
+ * memory is never collected while the GPU may still use it.
+ *
+ * The job types, the in-flight set and the wait have files of their own;
+ * this module re-exports the names its importers used before that split.
  *
  * @module
  */
@@ -25,92 +21,17 @@
 import { eventStatus, eventSynchronizeOffThread } from "../ffi/events.ts";
 import { cudaError } from "../ffi/shim_call.ts";
 import { streamWaitEvent } from "../ffi/streams.ts";
+import { inFlight } from "./copies_in_flight.ts";
+import type { CopyJob, CopyStats, EventOps, Releasable } from "./copy_job.ts";
+import { type CopyWaitHooks, waitForCopy } from "./copy_wait.ts";
 import { checkStream, type CudaStream, streamAddress, streamDevice } from "./gpu/stream.ts";
 import { releaseEvent } from "./memory/event_pool.ts";
-
-/** How long `get()` polls past a copy's expected end before waiting off-thread. */
-export const SPIN_MICROSECONDS = 30;
-
-/** The longest `get()` polls (blocking the event loop) before waiting off-thread. */
-export const MAX_SPIN_MICROSECONDS = 1000;
-
-/** The transfer rate `get()` assumes to expect a copy's end: lower than any link's. */
-export const ASSUMED_BYTES_PER_MICROSECOND = 20_000;
-
-/** What a copy did (the contract's `CopyStats`). */
-export interface CopyStats {
-  /** Tensor leaves found. */
-  tensors: number;
-  /** Their total payload bytes. */
-  bytes: number;
-  /** Leaves that travelled inside packed chunks. */
-  packedTensors: number;
-  /** Packed chunks used (each payload <= maxPackedChunkBytes). */
-  chunks: number;
-  /** Transfer operations issued (one per chunk + one per unpacked tensor, or fewer). */
-  copies: number;
-}
-
-/** A CUDA event and the device it belongs to. */
-export interface DeviceEvent {
-  /** Device index of the event. */
-  device: number;
-  /** The event handle. */
-  event: number;
-}
-
-/** How a handle asks about its events: CUDA's, unless a test gives others. */
-export interface EventOps {
-  /** 0 when the event completed, -1 while pending, else a CUDA status. Never blocks. */
-  status(device: number, event: number): number;
-  /** Waits for the event off the main thread; 0 or a CUDA status. */
-  wait(device: number, event: number): Promise<number>;
-  /** Gives a completed event back to its pool. */
-  release(device: number, event: number): void;
-}
 
 const CUDA_EVENTS: EventOps = {
   status: eventStatus,
   wait: eventSynchronizeOffThread,
   release: releaseEvent,
 };
-
-/** The work behind a handle (library-internal). */
-export interface CopyJob<R> {
-  /** The event operations to use (default: CUDA's). */
-  eventOps?: EventOps;
-  /** Events recorded after all of the copy's GPU work, one per device. */
-  events: DeviceEvent[];
-  /** Set while background staging runs; resolves once `events` are recorded. */
-  submitted?: Promise<void>;
-  /** Counters of the copy. */
-  stats: CopyStats;
-  /** Called once the events completed: releases staging, returns the result. */
-  complete(): R;
-  /** Called on failure: releases everything once the GPU is idle. */
-  abort(error?: unknown): void;
-  /** The result structure (`outputs()`), bound to its memory at once unless `waitsForMemory`. */
-  outputs?: R;
-  /**
-   * Whether the copy waits for memory: its outputs are bound to memory once
-   * it is queued (Note [Copies that wait for memory] in transfer/admission.ts).
-   */
-  waitsForMemory?: boolean;
-}
-
-/** Something held until a copy or a launch settles (a storage, an arena). */
-export interface Releasable {
-  /** Drops the hold. */
-  release(): void;
-}
-
-/**
- * Other GPU work that holds memory until the CPU sees it done (kernel
- * launches, `gpu/work.ts`): settled along with the copies.
- */
-export const otherWork: ((everyOne: boolean) => void)[] = [];
-
-const inFlight = new Set<AsyncCopyHandle<unknown>>();
 
 // The constructor's key: only this module's createCopyHandle holds it.
 const CONSTRUCT = Symbol("AsyncCopyHandle");
@@ -151,25 +72,12 @@ export function holdUntilCopySettled(handle: AsyncCopyHandle<unknown>, held: Rel
   return holdOf(handle, held);
 }
 
-/**
- * Settles the in-flight handles whose copies have finished, oldest first,
- * stopping at the first one still running: copies on one stream finish in
- * order, so this costs one query per settled copy plus one, not one per
- * copy in flight (with 1000 in flight, asking all of them at every
- * `startCopy` took seconds). A later copy that finished earlier on another
- * device is settled by its own `ready()`/`get()`, or by a later call.
- * With `everyOne`, asks every handle (waiting for memory, process exit).
- */
-export function reapFinished(everyOne = false): void {
-  for (let i = 0; i < otherWork.length; i++) otherWork[i](everyOne);
-  for (const handle of inFlight) {
-    if (!handle.ready() && !everyOne) return;
-  }
-}
-
 const PENDING = 0;
 const DONE = 1;
 const FAILED = 2;
+
+// What copy_wait.ts reads of a handle: made once, by the class.
+let waitHooks: CopyWaitHooks;
 
 /**
  * Handle of an asynchronous copy started by `startCopy`.
@@ -222,7 +130,7 @@ export class AsyncCopyHandle<R> {
     } else {
       this.#submitted = true;
     }
-    inFlight.add(this as AsyncCopyHandle<unknown>);
+    inFlight.add(this);
     this.ready();
   }
 
@@ -265,7 +173,7 @@ export class AsyncCopyHandle<R> {
         ? Promise.resolve(this.#result as R)
         : Promise.reject(this.#error);
     } else {
-      this.#promise = this.#wait();
+      this.#promise = waitForCopy(this, this.#job!, this.#events, waitHooks);
     }
     return this.#promise;
   }
@@ -362,44 +270,6 @@ export class AsyncCopyHandle<R> {
     return `AsyncCopyHandle(${state}, ${this.#stats.tensors} tensors, ${this.#stats.bytes} bytes)`;
   }
 
-  async #wait(): Promise<R> {
-    const job = this.#job!;
-    // Polling starts after a microtask at least, so that get() returns at
-    // once and the caller's code goes on (`Promise.all` over copies to two
-    // devices starts the second before the first is polled for).
-    await (job.submitted ? job.submitted.catch(() => {}) : undefined);
-    if (this.#state === PENDING) {
-      // Polling blocks the event loop, which other copies in flight need
-      // (their staging goes on in promise continuations): past the expected
-      // end only while this is the one copy in flight. (Two copies to two
-      // devices started together measured 1.64x one device's rate instead
-      // of 1.96x while each get() polled for its whole expected time.)
-      // The expected end counts from the first poll rather than from the
-      // start (a clock read per copy saved, ~120 ns): a copy not done by
-      // then polls for at most its expected time more, within the cap.
-      const now = performance.now();
-      const expected = this.#stats.bytes / ASSUMED_BYTES_PER_MICROSECOND / 1000;
-      const until = inFlight.size > 1 ? now : now + expected;
-      const deadline = Math.min(
-        until + SPIN_MICROSECONDS / 1000,
-        now + MAX_SPIN_MICROSECONDS / 1000,
-      );
-      while (!this.ready() && performance.now() < deadline) { /* poll */ }
-    }
-    while (this.#state === PENDING) {
-      const events = job.events;
-      for (let i = 0; i < events.length; i++) {
-        const status = await this.#events.wait(events[i].device, events[i].event);
-        if (status !== 0 && this.#state === PENDING) {
-          this.#fail(cudaError(status, "complete the copy"));
-        }
-      }
-      this.ready();
-    }
-    if (this.#state === FAILED) throw this.#error;
-    return this.#result as R;
-  }
-
   static {
     queuedOf = (handle) => {
       if (handle.#state !== PENDING || handle.#submitted) return undefined;
@@ -410,6 +280,16 @@ export class AsyncCopyHandle<R> {
       if (handle.#state !== PENDING) return false;
       (handle.#holds ??= []).push(held);
       return true;
+    };
+    waitHooks = {
+      pending: (copy) => (copy as AsyncCopyHandle<unknown>).#state === PENDING,
+      fail: (copy, status) =>
+        (copy as AsyncCopyHandle<unknown>).#fail(cudaError(status, "complete the copy")),
+      outcome: (copy) => {
+        const handle = copy as AsyncCopyHandle<unknown>;
+        if (handle.#state === FAILED) throw handle.#error;
+        return handle.#result;
+      },
     };
   }
 
@@ -423,7 +303,7 @@ export class AsyncCopyHandle<R> {
   #succeed(): void {
     const job = this.#job!;
     this.#job = undefined;
-    inFlight.delete(this as AsyncCopyHandle<unknown>);
+    inFlight.delete(this);
     try {
       this.#result = job.complete();
       this.#state = DONE;
@@ -439,7 +319,7 @@ export class AsyncCopyHandle<R> {
     if (this.#state !== PENDING) return;
     const job = this.#job!;
     this.#job = undefined;
-    inFlight.delete(this as AsyncCopyHandle<unknown>);
+    inFlight.delete(this);
     this.#error = error;
     this.#state = FAILED;
     job.abort(error);

@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { CopyStats } from "./copy_handle.ts";
+import type { CopyStats } from "./copy_job.ts";
 import { deviceName } from "./device.ts";
 import { grantedEnv } from "./env.ts";
 import type { Route } from "./route.ts";

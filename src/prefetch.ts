@@ -10,7 +10,7 @@ import { checkAfter } from "./gpu/after.ts";
 import { resolveOptions, type StartCopyOptions } from "./options.ts";
 import { shown } from "./shown.ts";
 import { prefetchBatches, type PrefetchSource } from "./prefetch_pipeline.ts";
-import type { CopyResult } from "./start_copy.ts";
+import type { CopyResult } from "./copy_result.ts";
 
 /** Options of {@linkcode prefetch}: those of `startCopy`, and two of its own. */
 export interface PrefetchOptions extends StartCopyOptions {

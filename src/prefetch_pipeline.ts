@@ -27,7 +27,8 @@ import type { AsyncCopyHandle } from "./copy_handle.ts";
 import { disposeAll } from "./dispose.ts";
 import type { StartCopyOptions } from "./options.ts";
 import { shown } from "./shown.ts";
-import { type CopyResult, startCopy } from "./start_copy.ts";
+import type { CopyResult } from "./copy_result.ts";
+import { startCopy } from "./start_copy.ts";
 
 type Pending<R> = { handle: AsyncCopyHandle<R> } | { error: unknown };
 

@@ -11,10 +11,10 @@
  * @module
  */
 
-import { type AsyncCopyHandle, createCopyHandle, reapFinished } from "./copy_handle.ts";
+import { type AsyncCopyHandle, createCopyHandle } from "./copy_handle.ts";
+import { reapFinished } from "./copies_in_flight.ts";
 import { DEBUG, logCopy, traceCopy } from "./debug.ts";
 import { CPU, parseDevice } from "./device.ts";
-import type { TypedArray } from "./dtype.ts";
 import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
 import { intoOption, resolveOptions, type StartCopyOptions } from "./options.ts";
 import { startCopyInto } from "./transfer/copy_into.ts";
@@ -22,106 +22,9 @@ import { Route } from "./route.ts";
 import type { Storage } from "./memory/storage.ts";
 import { type Tensor, tensorInternals } from "./tensor.ts";
 import { walk } from "./walk/walk.ts";
+import type { CopyResult } from "./copy_result.ts";
 import { submit, submitAfter } from "./transfer/submit.ts";
 import { pendingChunkStorage } from "./transfer/chunks.ts";
-
-/**
- * Objects `startCopy` passes through by reference, whatever their contents
- * (for {@linkcode CopyResult}): built-in classes, functions and class
- * constructors.
- */
-export type OpaqueObject =
-  | Date
-  | RegExp
-  | ArrayBuffer
-  | SharedArrayBuffer
-  | DataView
-  | Promise<unknown>
-  | ReadonlySet<unknown>
-  | WeakMap<object, unknown>
-  | WeakSet<object>
-  | WeakRef<object>
-  | Error
-  | ((...args: never[]) => unknown)
-  | (abstract new (...args: never[]) => unknown);
-
-/**
- * Whether `T` has methods: the type of a class instance, which `startCopy`
- * passes through (at run time only plain objects are walked; a type cannot
- * say which objects are plain, and data interfaces have no methods).
- */
-export type HasMethods<T> = {
-  [K in keyof T]-?: T[K] extends (...args: never[]) => unknown ? K : never;
-}[keyof T] extends never ? false : true;
-
-/**
- * Whether `T` has members that only a class instance can have: `private`,
- * `protected` or `#private` ones (an object of `T`'s public members is then
- * not a `T`).
- */
-export type HasNonPublicMembers<T> = { [K in keyof T]: T[K] } extends T ? false : true;
-
-/**
- * Whether {@linkcode CopyResult} types an object type `T` as passed through
- * unchanged (a class instance, as far as a type can tell) rather than as a
- * plain object that is walked: an {@linkcode OpaqueObject}, a type with a
- * `[Symbol.toStringTag]` (built-in classes have one; give a class of your
- * own one to mark it), with methods ({@linkcode HasMethods}), or with
- * `private`, `protected` or `#private` members
- * ({@linkcode HasNonPublicMembers}).
- */
-export type PassesThrough<T> = T extends OpaqueObject ? true
-  : T extends { readonly [Symbol.toStringTag]: string } ? true
-  : HasMethods<T> extends true ? true
-  : HasNonPublicMembers<T>;
-
-/**
- * The result type of copying a `T`: every TypedArray or Tensor leaf becomes
- * a `Tensor`; arrays, tuples, plain objects (types and interfaces) and Maps
- * keep their shape; other objects (class instances, `Date`, ...) and
- * primitives pass through as they are (see {@linkcode PassesThrough}).
- *
- * The limit of a type: at run time the walk tells a plain object from a
- * class instance by its prototype, which a type does not record. A class
- * whose members are all public data fields has the same type as an
- * interface with those fields, and is typed as walked (its TypedArrays as
- * `Tensor`s) although the copy passes it through. Give such a class a
- * method, a `#private` member or a `readonly [Symbol.toStringTag]` to have
- * it typed as it runs. The reverse holds for a plain object with
- * function-valued members: typed as passed through, walked at run time.
- *
- * @example Typing a batch with an interface
- * ```ts
- * import { type CopyResult, startCopy, type Tensor } from "@mtc/core";
- * import assert from "node:assert/strict";
- * interface Sample { boxes: Float32Array; name: string }
- * const batch: Sample[] = [{ boxes: new Float32Array(4), name: "a" }];
- * const copied: CopyResult<Sample[]> = await startCopy(batch, "cpu").get();
- * const boxes: Tensor = copied[0].boxes;
- * assert.equal(boxes.numel, 4);
- * assert.equal(copied[0].name, "a");
- * ```
- *
- * @example A class instance passes through, typed as itself
- * ```ts
- * import { startCopy } from "@mtc/core";
- * import assert from "node:assert/strict";
- * class Calibration {
- *   readonly [Symbol.toStringTag] = "Calibration";
- *   matrix = new Float64Array(9);
- * }
- * const calibration = new Calibration();
- * const copied = await startCopy({ calibration }, "cpu").get();
- * const matrix: Float64Array = copied.calibration.matrix; // not copied
- * assert.equal(matrix, calibration.matrix);
- * ```
- */
-export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
-  : T extends ReadonlyMap<infer K, infer V> ? Map<K, CopyResult<V>>
-  : T extends readonly unknown[] ? { -readonly [I in keyof T]: CopyResult<T[I]> }
-  : T extends object ? PassesThrough<T> extends true ? T
-    : { [K in keyof T as K extends symbol ? never : K]: CopyResult<T[K]> }
-  : T;
 
 /**
  * Starts copying every tensor in `data` to `device`, asynchronously.
@@ -144,7 +47,8 @@ export type CopyResult<T> = T extends Tensor | TypedArray ? Tensor
  * them (other values, class instances included, pass through by reference)
  * @param device `"cpu"`, `"cuda"` or `"cuda:N"` (required)
  * @param options see {@linkcode StartCopyOptions}
- * @returns a handle whose `get()` resolves with the copied structure
+ * @returns a handle whose `get()` resolves with the copied structure (typed
+ * as {@linkcode CopyResult})
  * @throws {TypeError} for a missing or malformed device, bad options, a
  * cyclic structure or a leaf over a detached buffer
  * @throws {RangeError} for `cuda:N` past the device count or an option out

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { type CopyJob, createCopyHandle, type EventOps } from "../src/copy_handle.ts";
+import { createCopyHandle } from "../src/copy_handle.ts";
+import type { CopyJob, EventOps } from "../src/copy_job.ts";
 import { CudaError } from "../mod.ts";
 
 /** Events that complete after `pendingPolls` status queries, or fail with `failWith`. */

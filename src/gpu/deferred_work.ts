@@ -25,7 +25,7 @@
  * @module
  */
 
-import type { Releasable } from "../copy_handle.ts";
+import type { Releasable } from "../copy_job.ts";
 import type { DeviceIndex } from "../device.ts";
 import { clearStreamTail, setStreamTail, streamTail } from "./stream_tail.ts";
 import { failWorkIssue, type GpuWork, issueWork, makeWork, whenWorkQueued } from "./work.ts";

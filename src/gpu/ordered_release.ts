@@ -15,7 +15,8 @@
 
 import { eventRecordOn } from "../../ffi/events.ts";
 import type { ArenaMemory } from "../arena_index.ts";
-import { AsyncCopyHandle, holdUntilCopySettled, type Releasable } from "../copy_handle.ts";
+import { AsyncCopyHandle, holdUntilCopySettled } from "../copy_handle.ts";
+import type { Releasable } from "../copy_job.ts";
 import { CPU, type DeviceIndex } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";

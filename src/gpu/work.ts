@@ -18,7 +18,8 @@
  */
 
 import { streamWaitEvent } from "../../ffi/streams.ts";
-import { otherWork, type Releasable } from "../copy_handle.ts";
+import type { Releasable } from "../copy_job.ts";
+import { otherWork } from "../copies_in_flight.ts";
 import type { DeviceIndex } from "../device.ts";
 import { checkStream, type CudaStream, streamAddress, streamDevice } from "./stream.ts";
 import { StreamQueues } from "./work_queues.ts";

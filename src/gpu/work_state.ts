@@ -15,7 +15,7 @@
 
 import { eventStatus, eventSynchronizeOffThread } from "../../ffi/events.ts";
 import { cudaError } from "../../ffi/shim_call.ts";
-import type { Releasable } from "../copy_handle.ts";
+import type { Releasable } from "../copy_job.ts";
 import type { DeviceIndex } from "../device.ts";
 import { releaseEvent } from "../memory/event_pool.ts";
 

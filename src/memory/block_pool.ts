@@ -5,110 +5,24 @@
  * - A block is handed out again only after `release()`, and callers release
  *   a block only once no queued GPU work can still touch it, or when all
  *   later work on it is ordered on the same CUDA stream (device memory).
- * - Sizes round up to a power of two from `minBlockBytes` up to
- *   `exactAboveBytes`; larger requests get their exact size, so rounding
- *   never costs more than 2x and huge blocks are not wasted. A request is
- *   never given a smaller block.
- * - Idle blocks. Each isolate (the main thread, a Worker) has its own pools,
- *   but idle memory must be the process's: an isolate that ends without
- *   running JavaScript again (a Worker) would strand what its pools cache.
- *   So a pool given a `shared` cache (the shim's process-wide one,
- *   src/memory/process_cache.ts) keeps only a small front of idle blocks
- *   for itself (`frontBytes`) and gives the rest to the shared cache, which
- *   it takes from before allocating. The front is for pinned memory, whose
- *   blocks carry this isolate's JS views: only this isolate can detach them,
- *   so a block leaves the front only through `unmap` (views detached). The
- *   shim knows which isolate holds which block (in use or in a front) and
- *   takes them back when the isolate's thread ends. Without a shared cache
- *   (tests) every idle block stays in the pool, up to `maxCachedBytes`.
- * - Memory goes back to the OS only in `trim()`, when a release would push
- *   the cached bytes over `maxCachedBytes`, or when the pool holds more than
- *   its limit (`limitBytes`): never on the hot path otherwise. The limit is
- *   enforced before a copy starts (Note [Copies that wait for memory] in
- *   src/transfer/admission.ts); here it only keeps idle blocks from holding
- *   memory past it.
+ * - A request is never given a smaller block; sizes round up to a power of
+ *   two between two bounds (`BlockPoolOptions` says which and why).
+ * - Idle blocks live in this pool's front and, past it, in the shared cache
+ *   where one is given (`SharedBlockCache` says why).
+ * - Memory goes back to the OS only in `trim()`, past `maxCachedBytes`, or
+ *   past the pool's limit (`limitBytes`): never on the hot path otherwise.
  * - If the allocator fails, the pool frees what it caches and retries once.
- * The allocator and the shared cache are injected, so this file is tested
- * without a GPU.
  *
  * @module
  */
 
-/** A block of native memory owned by a pool. */
-export interface Block {
-  /** Address of the first byte. */
-  readonly address: number;
-  /** Usable size in bytes (at least what was asked for). */
-  readonly size: number;
-  /** Its record in the shared cache, where it has one. */
-  readonly id?: number;
-  /** Per-block cache the owner may use (e.g. JS views of pinned memory). */
-  cache?: unknown;
-}
-
-/** How a pool gets and returns memory. */
-export interface BlockAllocator {
-  /** Allocates `bytes`, returning the address; throws on failure. */
-  alloc(bytes: number): number;
-  /** Frees a block. Called with no live use of it. */
-  free(block: Block): void;
-  /** Called before a block leaves this isolate for the shared cache (pinned: detach its views). */
-  unmap?(block: Block): void;
-}
-
-/** A cache of idle blocks shared with the other isolates of the process. */
-export interface SharedBlockCache {
-  /** Changes whenever some isolate asks every pool to free its front. */
-  readonly flushEpoch: number;
-  /** Idle bytes in the cache (given back by any isolate). */
-  readonly cachedBytes: number;
-  /** Bytes held by every isolate together: in use anywhere, and cached. */
-  readonly processBytes: number;
-  /** An idle block of exactly `size` bytes, or undefined. */
-  take(size: number): Block | undefined;
-  /** Registers memory this pool just allocated; returns its block. */
-  adopt(address: number, size: number): Block;
-  /** Caches `block` for any isolate, or frees it past `maxCachedBytes`. */
-  give(block: Block, maxCachedBytes: number): void;
-  /** Frees the blocks idle for `olderThanMs` or more; what it freed, and when the next is due. */
-  trim(olderThanMs: number): { freed: number; nextMs: number };
-}
-
-/** Pool sizing policy. */
-export interface BlockPoolOptions {
-  /** Smallest block size (default 4096). */
-  minBlockBytes?: number;
-  /** Requests above this get their exact size (default 64 MiB). */
-  exactAboveBytes?: number;
-  /** Cached (idle) bytes kept at most (default 1 GiB). */
-  maxCachedBytes?: number;
-  /** The pool's limit on held bytes, read when it matters (default: none). */
-  limitBytes?: () => number;
-  /** Called after every release (starts the idle-release timer). */
-  onRelease?: () => void;
-  /** The cache shared with other isolates (default: none; idle blocks stay here). */
-  shared?: SharedBlockCache;
-  /** With a shared cache: idle bytes this pool keeps for itself (default 0). */
-  frontBytes?: number;
-}
-
-/** Counters of a pool, for tests and benchmarks. */
-export interface BlockPoolStats {
-  /** Acquisitions served from the cache. */
-  hits: number;
-  /** Acquisitions that allocated. */
-  misses: number;
-  /** Bytes held: in use here, plus the idle bytes cached (here and shared). */
-  reservedBytes: number;
-  /** Bytes handed out and not yet released. */
-  inUseBytes: number;
-  /** The most bytes held at once (as `reservedBytes` counts them). */
-  peakReservedBytes: number;
-  /** The pool's limit on held bytes (Infinity: none). */
-  limitBytes: number;
-  /** Bytes of this kind held by every isolate of the process together. */
-  processBytes: number;
-}
+import type {
+  Block,
+  BlockAllocator,
+  BlockPoolOptions,
+  BlockPoolStats,
+  SharedBlockCache,
+} from "./block_pool_types.ts";
 
 /** A caching pool of memory blocks; see the design note above. */
 export class BlockPool {
@@ -248,12 +162,7 @@ export class BlockPool {
 
   /** Frees every idle block, this pool's and the shared cache's; returns the bytes freed. */
   trim(): number {
-    return this.#trimFront() + (this.#shared?.trim(0).freed ?? 0);
-  }
-
-  /** Frees the idle blocks this pool keeps for itself (not the shared cache's); returns the bytes freed. */
-  trimFront(): number {
-    return this.#trimFront();
+    return this.trimFront() + (this.#shared?.trim(0).freed ?? 0);
   }
 
   /**
@@ -262,7 +171,7 @@ export class BlockPool {
    * releases of those blocks are ignored. Returns the bytes freed.
    */
   releaseAll(): number {
-    let freed = this.#trimFront();
+    let freed = this.trimFront();
     for (const block of this.#live) {
       this.#inUse -= block.size;
       freed += block.size;
@@ -322,7 +231,8 @@ export class BlockPool {
     }
   }
 
-  #trimFront(): number {
+  /** Frees the idle blocks this pool keeps for itself (not the shared cache's); returns the bytes freed. */
+  trimFront(): number {
     const freed = this.#frontBytes;
     for (const list of this.#front.values()) {
       for (const block of list) this.#allocator.free(block);
@@ -335,6 +245,6 @@ export class BlockPool {
   // Another isolate asked every pool to free its front (releaseCachedMemory).
   #flush(shared: SharedBlockCache): void {
     this.#epoch = shared.flushEpoch;
-    this.#trimFront();
+    this.trimFront();
   }
 }

@@ -10,89 +10,23 @@
  * it holds it: `reset()` and `dispose()` throw until the copy settles, so a
  * region is never handed out again while the GPU may still read it.
  *
+ * The memory itself (pinned or not, its finalizer and count) is in
+ * `arena_memory.ts`; what a view and the arguments may be, in
+ * `arena_views.ts`.
+ *
  * @module
  */
 
-import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import { allocateArena, type ArenaBacking, checkArenaIdle, freeArena } from "./arena_memory.ts";
 import {
-  arenaCollected,
-  type ArenaMemory,
-  registerArena,
-  unregisterArena,
-} from "../arena_index.ts";
-import { deviceCount } from "../device.ts";
-import { shown } from "../shown.ts";
-
-/** Every view an arena hands out starts at a multiple of this. */
-export const ARENA_ALIGNMENT = 16;
-
-/** A TypedArray class, as `array()` takes it. */
-export interface ArrayClass<A extends ArrayBufferView> {
-  /** A view of `length` elements at `byteOffset`. */
-  new (buffer: ArrayBuffer, byteOffset: number, length: number): A;
-  /** Element size. */
-  readonly BYTES_PER_ELEMENT: number;
-}
-
-interface Owned {
-  address: number;
-  buffer: ArrayBuffer;
-}
-
-// Keyed on the buffer, not the arena: views keep the buffer alive, so the
-// memory goes only when the arena and every view of it are unreachable.
-const registry = new FinalizationRegistry<{ address: number; bytes: number }>(
-  ({ address, bytes }) => {
-    hostFree(address);
-    pinnedArenas--;
-    pinnedArenaBytes -= bytes;
-    arenaCollected();
-  },
-);
-
-/** Pinned arenas not freed yet, and their bytes (for `memoryStats`). */
-let pinnedArenas = 0;
-let pinnedArenaBytes = 0;
-
-/**
- * The pinned host arenas that exist now and their bytes (outside the
- * pools; arenas of ordinary memory, made without a GPU, do not count).
- */
-export function arenaMemory(): { arenas: number; bytes: number } {
-  return { arenas: pinnedArenas, bytes: pinnedArenaBytes };
-}
-
-function free({ address, buffer }: Owned, bytes: number): void {
-  unregisterArena(buffer);
-  // Every view becomes empty before the memory goes. A buffer the user
-  // detached (`transfer()`, or posted to a Worker) has nothing left to
-  // detach here, and the memory must go all the same.
-  if (!buffer.detached) buffer.transfer(0);
-  if (address === 0) return;
-  pinnedArenas--;
-  pinnedArenaBytes -= bytes;
-  hostFree(address);
-}
-
-/** The element sizes of TypedArray classes. */
-const ELEMENT_SIZES: ReadonlySet<unknown> = new Set([1, 2, 4, 8]);
-
-function className(cls: unknown): string {
-  if (typeof cls === "function") return cls.name ? `class ${cls.name}` : "an anonymous class";
-  return cls === null ? "null" : typeof cls;
-}
-
-/** Checks a size argument: TypeError for a non-number, RangeError out of range. */
-function checkCount(value: unknown, name: string, min: number): void {
-  if (typeof value !== "number") {
-    throw new TypeError(`Invalid hostArena ${name}: expected a number, got ${shown(value)}`);
-  }
-  if (!Number.isSafeInteger(value) || value < min) {
-    throw new RangeError(
-      `Invalid hostArena ${name}: expected a whole number >= ${min}, got ${shown(value)}`,
-    );
-  }
-}
+  ARENA_ALIGNMENT,
+  type ArrayClass,
+  checkCount,
+  classUsedArena,
+  elementSize,
+  noRoom,
+  notAView,
+} from "./arena_views.ts";
 
 // Set by HostArena's static block: the constructor is not the users' to call.
 let construct: (bytes: number) => HostArena;
@@ -114,11 +48,11 @@ const CONSTRUCT = Symbol("HostArena");
  * ```
  */
 export class HostArena {
-  readonly #owned: Owned;
+  readonly #owned: ArenaBacking;
   readonly #bytes: number;
   #used = 0;
-  // Shared with the registered ArenaMemory, which must not reach the arena
-  // itself (nothing but the arena needs to keep it).
+  // Shared with the holds that copies take (arena_memory.ts), which must not
+  // reach the arena itself (nothing but the arena needs to keep it).
   readonly #copies = { inFlight: 0 };
   #disposed = false;
 
@@ -132,26 +66,7 @@ export class HostArena {
     }
     checkCount(bytes, "bytes", 1);
     this.#bytes = bytes;
-    if (deviceCount() > 0) {
-      const address = hostAlloc(bytes);
-      this.#owned = { address, buffer: hostArrayBuffer(address, bytes) };
-      // What copies see of the arena (holds are not the user's to take).
-      const copies = this.#copies;
-      const memory: ArenaMemory = {
-        address,
-        hold: () => void copies.inFlight++,
-        release: () => void copies.inFlight--,
-      };
-      registerArena(this.#owned.buffer, memory);
-    } else {
-      // No CUDA: ordinary memory, so that the same code runs on the CPU.
-      this.#owned = { address: 0, buffer: new ArrayBuffer(bytes) };
-    }
-    if (this.#owned.address !== 0) {
-      pinnedArenas++;
-      pinnedArenaBytes += bytes;
-      registry.register(this.#owned.buffer, { address: this.#owned.address, bytes }, this.#owned);
-    }
+    this.#owned = allocateArena(bytes, this.#copies);
   }
 
   /** Whether the memory is pinned (false where no CUDA device is usable). */
@@ -242,44 +157,22 @@ export class HostArena {
    */
   array<A extends ArrayBufferView>(cls: ArrayClass<A>, length: number): A {
     if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
-    const size = typeof cls === "function" ? cls.BYTES_PER_ELEMENT : undefined;
-    if (!ELEMENT_SIZES.has(size)) {
-      throw new TypeError(
-        `Invalid hostArena class: expected a TypedArray class (BYTES_PER_ELEMENT 1, 2, 4 or 8), ` +
-          `got ${className(cls)}`,
-      );
-    }
+    const size = elementSize(cls);
     checkCount(length, "length", 0);
-    const bytes = length * (size as number);
+    const bytes = length * size;
     const offset = Math.ceil(this.#used / ARENA_ALIGNMENT) * ARENA_ALIGNMENT;
     const end = offset + bytes;
-    if (end > this.#bytes) {
-      throw new RangeError(
-        `Cannot carve ${bytes} more bytes from the host arena: they do not fit (${this.#used} of ` +
-          `${this.#bytes} used); make the arena larger or reset() it`,
-      );
-    }
+    if (end > this.#bytes) throw noRoom(bytes, this.#used, this.#bytes);
     const used = this.#used;
     const view = new cls(this.#owned.buffer, offset, length);
     // A class of the user's that called back into this arena (array(),
     // reset(), dispose()) handed out or freed these bytes meanwhile.
-    if (this.#used !== used || this.#disposed) {
-      throw new TypeError(
-        `Invalid hostArena class: ${
-          className(cls)
-        } used the arena while it was making a view of it`,
-      );
-    }
+    if (this.#used !== used || this.#disposed) throw classUsedArena(cls);
     // Handed out only once it is what it claims: a view of exactly those bytes.
     if (
       !ArrayBuffer.isView(view) || view.buffer !== this.#owned.buffer ||
       view.byteOffset !== offset || view.byteLength !== bytes
-    ) {
-      throw new TypeError(
-        `Invalid hostArena class: expected a TypedArray class, got ${className(cls)}, ` +
-          `which made something else than a view of ${length} elements`,
-      );
-    }
+    ) throw notAView(cls, length);
     this.#used = end;
     return view;
   }
@@ -294,7 +187,7 @@ export class HostArena {
    */
   reset(): void {
     if (this.#disposed) throw new Error("Cannot use a disposed hostArena");
-    this.#checkIdle("reset");
+    checkArenaIdle(this.#copies, "reset");
     this.#used = 0;
   }
 
@@ -310,25 +203,14 @@ export class HostArena {
    */
   dispose(): void {
     if (this.#disposed) return;
-    this.#checkIdle("dispose");
+    checkArenaIdle(this.#copies, "dispose");
     this.#disposed = true;
-    registry.unregister(this.#owned);
-    free(this.#owned, this.#bytes);
+    freeArena(this.#owned, this.#bytes);
   }
 
   /** Same as `dispose()`, for `using`. */
   [Symbol.dispose](): void {
     this.dispose();
-  }
-
-  #checkIdle(what: string): void {
-    const inFlight = this.#copies.inFlight;
-    if (inFlight > 0) {
-      throw new Error(
-        `Cannot ${what} a hostArena that ${inFlight} copies in flight still read; ` +
-          `await their get() first`,
-      );
-    }
   }
 }
 

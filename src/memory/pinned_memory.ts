@@ -15,7 +15,8 @@
 
 import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
 import { blockFree, PINNED_KIND } from "../../ffi/process_cache.ts";
-import { type Block, BlockPool } from "./block_pool.ts";
+import { BlockPool } from "./block_pool.ts";
+import type { Block } from "./block_pool_types.ts";
 import { memoryLimits } from "./limits.ts";
 import { sharedCache } from "./process_cache.ts";
 import { memoryReleased } from "./released.ts";

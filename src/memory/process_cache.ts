@@ -23,7 +23,7 @@ import {
   type Trimmed,
 } from "../../ffi/process_cache.ts";
 import { deviceCount } from "../device.ts";
-import type { Block, SharedBlockCache } from "./block_pool.ts";
+import type { Block, SharedBlockCache } from "./block_pool_types.ts";
 
 // The counters' layout (native/process_cache.c).
 const FLUSH_EPOCH = 0;

@@ -5,10 +5,10 @@
  */
 
 import { deviceName } from "../device.ts";
-import type { BlockPoolStats } from "./block_pool.ts";
+import type { BlockPoolStats } from "./block_pool_types.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
 import { devicesWithProcessMemory } from "./process_cache.ts";
-import { arenaMemory } from "./host_arena.ts";
+import { arenaMemory } from "./arena_memory.ts";
 import { type MemoryLimits, memoryLimits } from "./limits.ts";
 import { pinnedPool } from "./pinned_memory.ts";
 import { stagerMemory } from "./stager_pool.ts";

@@ -10,7 +10,8 @@
  * @module
  */
 
-import type { Block, BlockPool } from "./block_pool.ts";
+import type { BlockPool } from "./block_pool.ts";
+import type { Block } from "./block_pool_types.ts";
 
 /** The block of a pending storage (see `Storage.pending`). */
 const PENDING_BLOCK = { address: 0, size: 0 } as Block;

@@ -36,7 +36,7 @@
  * @module
  */
 
-import { reapFinished } from "../copy_handle.ts";
+import { reapFinished } from "../copies_in_flight.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { memoryLimits, memoryLimitsError, onLimitsChanged } from "../memory/limits.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";

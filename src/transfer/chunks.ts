@@ -11,7 +11,8 @@
  */
 
 import { elementSizeOf } from "../dtype.ts";
-import type { Block, BlockPool } from "../memory/block_pool.ts";
+import type { BlockPool } from "../memory/block_pool.ts";
+import type { Block } from "../memory/block_pool_types.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";

@@ -19,7 +19,7 @@
  */
 
 import { isolateAttached, isolateEnd } from "../../ffi/process_cache.ts";
-import { reapFinished } from "../copy_handle.ts";
+import { reapFinished } from "../copies_in_flight.ts";
 import { devicePool, devicePoolIndices } from "../memory/device_memory.ts";
 import { abandonEvents } from "../memory/event_pool.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";

@@ -8,7 +8,7 @@
 import { copyAsync, copyFromBuffer } from "../../ffi/native.ts";
 import { ARRAY_CLASSES, arrayCodeOf, CODE_BYTES, CODE_SHIFT, NO_CODE } from "../array_code.ts";
 import { builtinClassOf, type TypedArray, type TypedArrayConstructor } from "../dtype.ts";
-import type { Block } from "../memory/block_pool.ts";
+import type { Block } from "../memory/block_pool_types.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";

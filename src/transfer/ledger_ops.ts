@@ -8,7 +8,7 @@
 
 import { eventRecord, streamSynchronize } from "../../ffi/native.ts";
 import type { ArenaMemory } from "../arena_index.ts";
-import type { Block } from "../memory/block_pool.ts";
+import type { Block } from "../memory/block_pool_types.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import { pinnedPool } from "../memory/pinned_memory.ts";
 import type { Storage } from "../memory/storage.ts";

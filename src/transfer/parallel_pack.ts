@@ -16,7 +16,7 @@
  */
 
 import { copyPieces, viewAddress } from "../../ffi/native.ts";
-import type { Block } from "../memory/block_pool.ts";
+import type { Block } from "../memory/block_pool_types.ts";
 import type { ChunkPlan } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
 import { stagingConcurrency } from "../staging/background.ts";

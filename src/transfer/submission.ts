@@ -34,8 +34,8 @@
  */
 
 import type { ArenaMemory } from "../arena_index.ts";
-import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
-import type { Block } from "../memory/block_pool.ts";
+import type { CopyJob, CopyStats, DeviceEvent } from "../copy_job.ts";
+import type { Block } from "../memory/block_pool_types.ts";
 import type { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import type { BackgroundRange } from "../staging/background.ts";

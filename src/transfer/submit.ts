@@ -5,7 +5,7 @@
  * @module
  */
 
-import type { CopyJob, CopyStats, DeviceEvent } from "../copy_handle.ts";
+import type { CopyJob, CopyStats, DeviceEvent } from "../copy_job.ts";
 import type { Route } from "../route.ts";
 import { admission } from "./admission.ts";
 import { deviceToDevice } from "./device_to_device.ts";

@@ -24,7 +24,7 @@ import { SHAPE_DEPTHS, shapeAt, type VisitChild } from "./object_shapes.ts";
 import { formatPath, pathKey, rejected, rethrowUnder, WalkError } from "./errors.ts";
 import type { PlanHooks } from "./plan.ts";
 import { afterWalk, compiledWalks, planFor } from "./plan_cache.ts";
-import type { Leaf, LeafSink } from "./leaf_sink.ts";
+import type { LeafSink } from "./leaf_sink.ts";
 
 /** Containers nested deeper than this are rejected (no stack overflow). */
 export const MAX_DEPTH = 2048;
@@ -71,13 +71,6 @@ export function walk(root: unknown, sink: LeafSink): unknown {
   } finally {
     deepAncestors = outer;
   }
-}
-
-/** The tensor leaves of `root` in walk order (validated as by {@linkcode walk}). */
-export function collectLeaves(root: unknown): Leaf[] {
-  const leaves: Leaf[] = [];
-  walk(root, { add: (leaf) => leaves.push(leaf) });
-  return leaves;
 }
 
 /** A sink that leaves the leaves as they are (for finding an error's path again). */

@@ -11,7 +11,7 @@ import {
   startCopy,
   Tensor,
 } from "../../mod.ts";
-import { reapFinished } from "../../src/copy_handle.ts";
+import { reapFinished } from "../../src/copies_in_flight.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { bytesOf, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { type Block, BlockPool, type SharedBlockCache } from "../../src/memory/block_pool.ts";
+import { BlockPool } from "../../src/memory/block_pool.ts";
+import type { Block, SharedBlockCache } from "../../src/memory/block_pool_types.ts";
 
 /** A fake allocator: addresses from a counter, records frees. */
 function fakeAllocator(failAbove = Infinity) {

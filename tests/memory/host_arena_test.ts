@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { deviceCount, HostArena, hostArena, memoryStats, startCopy } from "../../mod.ts";
-import { ARENA_ALIGNMENT } from "../../src/memory/host_arena.ts";
+import { ARENA_ALIGNMENT } from "../../src/memory/arena_views.ts";
 
 // These hold on every machine: pinned memory where a GPU is usable, ordinary
 // memory elsewhere. tests/gpu/host_arena_test.ts covers the copies.

@@ -15,7 +15,7 @@
 
 import { isolateAttached, isolateId, PINNED_KIND } from "../../ffi/process_cache.ts";
 import { startCopy } from "../../mod.ts";
-import { otherWork } from "../../src/copy_handle.ts";
+import { otherWork } from "../../src/copies_in_flight.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { processBytes, processStagers } from "../../src/memory/process_cache.ts";

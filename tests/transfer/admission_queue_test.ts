@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { CPU } from "../../src/device.ts";
-import { type Block, BlockPool } from "../../src/memory/block_pool.ts";
+import { BlockPool } from "../../src/memory/block_pool.ts";
+import type { Block } from "../../src/memory/block_pool_types.ts";
 import { MemoryLimitError } from "../../src/memory/limit_error.ts";
 import { IndexList } from "../../src/number_list.ts";
 import type { Route } from "../../src/route.ts";

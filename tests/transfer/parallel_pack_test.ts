@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { viewAddress } from "../../ffi/native.ts";
 import { deviceCount, disposeAll, startCopy } from "../../mod.ts";
-import type { Block } from "../../src/memory/block_pool.ts";
+import type { Block } from "../../src/memory/block_pool_types.ts";
 import { pinnedPool, pinnedView } from "../../src/memory/pinned_memory.ts";
 import { resolveOptions } from "../../src/options.ts";
 import type { ChunkPlan } from "../../src/pack_plan.ts";

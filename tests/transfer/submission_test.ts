@@ -5,8 +5,9 @@
  * back, not what CUDA does with them.
  */
 import assert from "node:assert/strict";
-import { createCopyHandle, type EventOps } from "../../src/copy_handle.ts";
-import type { Block } from "../../src/memory/block_pool.ts";
+import { createCopyHandle } from "../../src/copy_handle.ts";
+import type { EventOps } from "../../src/copy_job.ts";
+import type { Block } from "../../src/memory/block_pool_types.ts";
 import type { LedgerOps, LedgerRoute } from "../../src/transfer/ledger_ops.ts";
 import { Submission } from "../../src/transfer/submission.ts";
 

@@ -1,18 +1,6 @@
 import assert from "node:assert/strict";
 import { Tensor } from "../../mod.ts";
-import { collectLeaves, walk } from "../../src/walk/walk.ts";
-
-Deno.test("collectLeaves lists TypedArray and Tensor leaves in walk order, nothing else", () => {
-  const a = new Float32Array(2);
-  const b = Tensor.from(new Int32Array(3), [3]);
-  const c = new Uint8Array(1);
-  try {
-    assert.deepEqual(collectLeaves([a, 5, "s", null, { b, d: [c] }]), [a, b, c]);
-    assert.deepEqual(collectLeaves({ none: [1, 2] }), []);
-  } finally {
-    b.dispose();
-  }
-});
+import { walk } from "../../src/walk/walk.ts";
 
 Deno.test("a sink's add gets each leaf with its host bytes, and what it returns takes the leaf's place", () => {
   const data = new Int32Array([1, 2, 3]);

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { collectLeaves } from "../../src/walk/walk.ts";
+import { collectLeaves } from "../../src/walk/collect_leaves.ts";
 import { MAX_DEPTH, walk } from "../../src/walk/walk.ts";
 import { Tensor } from "../../src/tensor.ts";
 import { sparseArray } from "../_helpers.ts";

@@ -10,7 +10,7 @@
  * @module
  */
 
-import { reapFinished } from "../../copy_handle.ts";
+import { reapFinished } from "../../copies_in_flight.ts";
 import type { GpuWork } from "../../gpu/work.ts";
 import { copiesReading, worksHolding } from "../../reuse/holders.ts";
 import type { Group } from "./record.ts";

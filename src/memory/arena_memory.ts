@@ -1,0 +1,118 @@
+/**
+ * The memory behind a host arena: pinned where a CUDA device is usable,
+ * ordinary memory elsewhere, registered as an arena's so that copies send
+ * its views from where they lie, and freed once: by `dispose()`, or by a
+ * finalizer once the arena and every view of it are unreachable.
+ *
+ * Apart from `HostArena` (`host_arena.ts`), which carves views out of it,
+ * because owning native memory (its finalizer, its count in `memoryStats`,
+ * the order of detaching and freeing) is a concern of its own.
+ *
+ * @module
+ */
+
+import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import {
+  arenaCollected,
+  type ArenaMemory,
+  registerArena,
+  unregisterArena,
+} from "../arena_index.ts";
+import { deviceCount } from "../device.ts";
+
+/** An arena's memory: where it lies, and the one buffer every view is made of. */
+export interface ArenaBacking {
+  /** Address of the first byte (0: ordinary memory, made without a GPU). */
+  readonly address: number;
+  /** The buffer over the memory. */
+  readonly buffer: ArrayBuffer;
+}
+
+/** How many copies in flight read an arena (the holds copies take). */
+export interface ArenaCopies {
+  /** Copies in flight that read the arena. */
+  inFlight: number;
+}
+
+// Keyed on the buffer, not the arena: views keep the buffer alive, so the
+// memory goes only when the arena and every view of it are unreachable.
+const registry = new FinalizationRegistry<{ address: number; bytes: number }>(
+  ({ address, bytes }) => {
+    hostFree(address);
+    pinnedArenas--;
+    pinnedArenaBytes -= bytes;
+    arenaCollected();
+  },
+);
+
+/** Pinned arenas not freed yet, and their bytes (for `memoryStats`). */
+let pinnedArenas = 0;
+let pinnedArenaBytes = 0;
+
+/**
+ * The pinned host arenas that exist now and their bytes (outside the
+ * pools; arenas of ordinary memory, made without a GPU, do not count).
+ */
+export function arenaMemory(): { arenas: number; bytes: number } {
+  return { arenas: pinnedArenas, bytes: pinnedArenaBytes };
+}
+
+/**
+ * Allocates `bytes` of arena memory: pinned, and registered as an arena's
+ * with holds that count into `copies`, where a CUDA device is usable;
+ * ordinary memory otherwise, so that the same code runs on the CPU.
+ *
+ * @throws {CudaError} when pinned memory cannot be allocated
+ */
+export function allocateArena(bytes: number, copies: ArenaCopies): ArenaBacking {
+  if (deviceCount() === 0) return { address: 0, buffer: new ArrayBuffer(bytes) };
+  const address = hostAlloc(bytes);
+  const backing = { address, buffer: hostArrayBuffer(address, bytes) };
+  // What copies see of the arena (holds are not the user's to take), and
+  // nothing that reaches the arena itself (nothing but the arena needs to
+  // keep it).
+  const memory: ArenaMemory = {
+    address,
+    hold: () => void copies.inFlight++,
+    release: () => void copies.inFlight--,
+  };
+  registerArena(backing.buffer, memory);
+  pinnedArenas++;
+  pinnedArenaBytes += bytes;
+  registry.register(backing.buffer, { address, bytes }, backing);
+  return backing;
+}
+
+/**
+ * Frees an arena's memory now, once (the finalizer will not run for it):
+ * every view becomes empty before the memory goes.
+ */
+export function freeArena(backing: ArenaBacking, bytes: number): void {
+  registry.unregister(backing);
+  const { address, buffer } = backing;
+  unregisterArena(buffer);
+  // A buffer the user detached (`transfer()`, or posted to a Worker) has
+  // nothing left to detach here, and the memory must go all the same.
+  if (!buffer.detached) buffer.transfer(0);
+  if (address === 0) return;
+  pinnedArenas--;
+  pinnedArenaBytes -= bytes;
+  hostFree(address);
+}
+
+/**
+ * Checks that no copy in flight reads the arena before it is reset or
+ * freed (`what`: which), so a region is never handed out again while the
+ * GPU may still read it.
+ *
+ * @throws {Error} naming how many copies still read it
+ */
+export function checkArenaIdle(copies: ArenaCopies, what: string): void {
+  const inFlight = copies.inFlight;
+  if (inFlight > 0) {
+    throw new Error(
+      `Cannot ${what} a hostArena that ${inFlight} copies in flight still read; ` +
+        `await their get() first`,
+    );
+  }
+}
