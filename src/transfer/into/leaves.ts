@@ -16,7 +16,8 @@
  * @module
  */
 
-import type { ArenaMemory } from "../../arena_index.ts";
+import { type ArenaMemory, arenaOf } from "../../arena_index.ts";
+import { arrayCodeOf, CODE_DTYPE } from "../../array_code.ts";
 import { CPU } from "../../device.ts";
 import { isDetached, type TypedArray } from "../../dtype.ts";
 import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
@@ -67,28 +68,33 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
   if (passes < 0) passes = matchShape(record.shape, data, into, columns, leafThrower(record));
   groupState.fill(UNSET);
   const { sources } = columns;
+  const { dtypes, byteLengths } = record;
+  const tensors = record.shape.tensors;
   record.ledger.pinned.length = 0;
   for (let n = 0; n < sources.length; n++) {
-    // The checks of leafProblem, inline, on the path of a leaf that fits
-    // (an empty leaf, which may be detached, takes the slow path).
+    // The checks of leafProblem, inline, on the path of a leaf that fits,
+    // reading only what they compare (readLeaf's fields, written per
+    // leaf, cost the copy of a 528-leaf batch from an arena ~12 % on the
+    // H100); an empty leaf, which may be detached, takes the slow path.
     const x = sources[n];
     let arena: ArenaMemory | undefined;
     let view: TypedArray | undefined;
     if (x instanceof Tensor) {
-      readLeaf(x, FIELDS);
-      if (fits(record, n, FIELDS)) {
-        const bytes = tensorInternals.walkData(x);
-        if (bytes !== undefined && bytes !== REJECTED_LEAF) {
-          view = bytes;
-          arena = FIELDS.arena;
-        }
+      const data = tensorInternals.walkData(x);
+      if (
+        data !== undefined && data !== REJECTED_LEAF && tensorInternals.device(x) === CPU &&
+        x.dtype === dtypes[n] && x.byteLength === byteLengths[n] &&
+        sameShape(x.shape, tensors[n].shape)
+      ) {
+        view = data;
+        arena = tensorInternals.arena(x);
       }
-    } else if (isLeafArray(x) && x.byteLength !== 0) {
-      readLeaf(x as TypedArray, FIELDS);
-      if (fits(record, n, FIELDS)) {
-        view = x as TypedArray;
-        arena = FIELDS.arena;
-      }
+    } else if (
+      isLeafArray(x) && x.byteLength === byteLengths[n] && x.byteLength !== 0 &&
+      tensors[n].shape.length === 1 && CODE_DTYPE[arrayCodeOf(x)] === dtypes[n]
+    ) {
+      view = x as TypedArray;
+      arena = arenaOf(view);
     }
     if (view === undefined) {
       // Anything else (a misfit, an empty or pinned leaf) takes the slow path.
