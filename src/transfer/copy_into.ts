@@ -68,13 +68,55 @@ export function startCopyInto(
     ? undefined
     : [...(after ?? []), ...works];
   const ordered = items === undefined ? undefined : orderCopyAfter(items, [target]);
-  // Nothing can throw for the caller's arguments past this point: the
-  // values passed through are written, and the result is taken.
-  const { passContainers, passKeys, passValues } = record.columns;
-  for (let m = 0; m < passes; m++) {
-    const container = passContainers[m];
-    if (container instanceof Map) container.set(passKeys[m], passValues[m]);
-    else (container as Record<PropertyKey, unknown>)[passKeys[m] as PropertyKey] = passValues[m];
-  }
+  // The values passed through are written, all or none (a frozen or
+  // read-only container of the result refuses its write), and the result
+  // is taken: nothing can throw for the caller's arguments past this point.
+  writePassedValues(record.columns, passes);
   return submitInto(record, entry, into, target, options, ordered);
+}
+
+/** The values a copy had in the result's slots, to put back when a later write fails (reused). */
+const previousValues: unknown[] = [];
+
+/**
+ * Writes the first `passes` values passed through into their containers
+ * of the result; where one refuses (a frozen container, a read-only key,
+ * a setter that throws), puts back the values written before it and
+ * throws, so that a refused copy leaves the result as it was.
+ *
+ * @throws {TypeError} naming the key that could not be written
+ */
+function writePassedValues(
+  columns: { passContainers: object[]; passKeys: unknown[]; passValues: unknown[] },
+  passes: number,
+): void {
+  const { passContainers, passKeys, passValues } = columns;
+  let m = 0;
+  try {
+    for (; m < passes; m++) {
+      previousValues[m] = readSlot(passContainers[m], passKeys[m]);
+      writeSlot(passContainers[m], passKeys[m], passValues[m]);
+    }
+  } catch (error) {
+    const key = passKeys[m];
+    for (let k = m - 1; k >= 0; k--) writeSlot(passContainers[k], passKeys[k], previousValues[k]);
+    throw new TypeError(
+      `Cannot copy into this result: its value at key ${
+        typeof key === "string" ? JSON.stringify(key) : String(key)
+      } cannot be written (${(error as Error).message}); nothing was written`,
+    );
+  } finally {
+    previousValues.length = 0;
+  }
+}
+
+function readSlot(container: object, key: unknown): unknown {
+  return container instanceof Map
+    ? container.get(key)
+    : (container as Record<PropertyKey, unknown>)[key as PropertyKey];
+}
+
+function writeSlot(container: object, key: unknown, value: unknown): void {
+  if (container instanceof Map) container.set(key, value);
+  else (container as Record<PropertyKey, unknown>)[key as PropertyKey] = value;
 }

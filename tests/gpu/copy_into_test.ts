@@ -107,6 +107,33 @@ Deno.test({
 
 Deno.test({
   ...gpu,
+  name:
+    "into: a result container that refuses a write (frozen, read-only) is a TypeError naming the key, and nothing is written",
+  async fn() {
+    const nested = (seed: number) => ({ first: batch(seed), second: { label: `label ${seed}` } });
+    const previous = await startCopy(nested(1), "cuda:0").get();
+    const before = flatten(previous).map((t) => bytesOf(t as Tensor));
+    // first.name is written before second.label, which refuses.
+    Object.freeze(previous.second);
+    assert.throws(
+      () => startCopy(nested(2), "cuda:0", { into: previous }),
+      (error: unknown) =>
+        error instanceof TypeError &&
+        /^Cannot copy into this result: its value at key "label" cannot be written \(.*\); nothing was written$/
+          .test(error.message),
+    );
+    assert.equal(previous.first.name, "step 1", "the write before the refused one is undone");
+    assert.equal(previous.second.label, "label 1");
+    flatten(previous).forEach((t, i) => assert.deepEqual(bytesOf(t as Tensor), before[i]));
+    // Nothing was taken (no copy into it counts as in flight): the next
+    // attempt is refused for the same reason, not as a copy still writing.
+    assert.throws(() => startCopy(nested(3), "cuda:0", { into: previous }), /key "label"/);
+    disposeAll(previous);
+  },
+});
+
+Deno.test({
+  ...gpu,
   name: "into: data of another structure, dtype or shape is a TypeError, and nothing is written",
   async fn() {
     const previous = await startCopy(batch(1), "cuda:0").get();
