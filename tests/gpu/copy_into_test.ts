@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import {
   createStream,
+  CudaError,
   defaultStream,
   disposeAll,
   hostArena,
@@ -11,6 +12,7 @@ import {
 } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
+import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { intoOrdering } from "../../src/transfer/into/holds.ts";
 import { bytesOf, flatten, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";
 
@@ -104,6 +106,50 @@ Deno.test({
     disposeAll(previous);
   },
 });
+
+for (const [site, arena] of [["copy", false], ["copy", true], ["event-record", false]] as const) {
+  Deno.test({
+    ...gpu,
+    name: `into: a failed ${site} (CUDA error 719)${
+      arena ? " from an arena" : ""
+    } rejects get() with a CudaError, gives its staging back and leaves the result writable`,
+    async fn() {
+      const arenaMemory = arena ? hostArena(1 << 20) : undefined;
+      const make = (seed: number) => {
+        const data = batch(seed);
+        if (arenaMemory === undefined) return data;
+        arenaMemory.reset();
+        const ids = arenaMemory.array(BigInt64Array, 3);
+        ids.set(data.ids);
+        return { ...data, ids };
+      };
+      const previous = await startCopy(make(1), "cuda:0").get();
+      const device = devicePool(0).stats().inUseBytes;
+      const pinned = pinnedPool.stats().inUseBytes;
+      testAids!.injectFault(site, { error: 719 });
+      let failure: unknown;
+      try {
+        await startCopy(make(2), "cuda:0", { into: previous }).get().catch((e) => failure = e);
+      } finally {
+        testAids!.injectFault("off");
+      }
+      assert.ok(failure instanceof CudaError, `expected a CudaError, got ${failure}`);
+      assert.equal(failure.code, 719);
+      assert.equal(pinnedPool.stats().inUseBytes, pinned, "staging given back");
+      assert.equal(
+        devicePool(0).stats().inUseBytes,
+        device,
+        "the result keeps its memory, no more",
+      );
+      // Not left busy: the next copy into it goes, bit-exact.
+      const data = make(3);
+      assert.equal(await startCopy(data, "cuda:0", { into: previous }).get(), previous);
+      assertSameBytes(previous, data);
+      disposeAll(previous);
+      arenaMemory?.dispose();
+    },
+  });
+}
 
 Deno.test({
   ...gpu,
