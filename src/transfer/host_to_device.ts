@@ -6,17 +6,14 @@
  */
 
 import { copyAsync, copyFromBuffer } from "../../ffi/native.ts";
-import { ARRAY_CLASSES, arrayCodeOf, CODE_BYTES, CODE_SHIFT, NO_CODE } from "../array_code.ts";
-import { builtinClassOf, type TypedArray, type TypedArrayConstructor } from "../dtype.ts";
-import type { Block } from "../memory/block_pool_types.ts";
+import type { TypedArray } from "../dtype.ts";
 import { devicePool } from "../memory/device_memory.ts";
-import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
-import type { ChunkPlan } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
+import { packBySet, packView, pageableChunk } from "../staging/pack.ts";
+import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "../staging/parallel_pack.ts";
 import { bindChunks, placeChunks } from "./chunks.ts";
-import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "./parallel_pack.ts";
 import type { Submission } from "./submission.ts";
 
 /** Queues every CPU→CUDA leaf of `route`. */
@@ -44,7 +41,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
         if (stage) {
           copyAsync({ device: target, dst, src: stage.address, bytes: payload });
         } else {
-          copyFromBuffer({ device: target, dst, src: new Uint8Array(pageableScratch, 0, payload) });
+          copyFromBuffer({ device: target, dst, src: pageableChunk(payload) });
         }
         submission.stats.chunks++;
         submission.stats.copies++;
@@ -75,47 +72,9 @@ export function hostToDevice(route: Route, submission: Submission): void {
       submission.stageInBackground({ device: target, dst: block.address, src, bytes });
     } else {
       const stage = submission.takeStaging(bytes);
-      pinnedView(stage, builtinClassOf(src)).set(src as never, 0);
+      packView(stage, 0, src);
       copyAsync({ device: target, dst: block.address, src: stage.address, bytes });
     }
-  }
-}
-
-/**
- * Packs the members of `plan` (positions in `h2d`) into `stage`, or into
- * the pageable scratch buffer without one, by one `set` per member, and
- * marks them in `packed`. The bytes and class of each come from the
- * route's columns, filled in by the walk (the class code picks a view of
- * the chunk of that class, so that the bytes are copied unchanged).
- */
-function packBySet(
-  route: Route,
-  h2d: ArrayLike<number>,
-  plan: ChunkPlan,
-  stage: Block | undefined,
-  packed: Uint8Array,
-): void {
-  const { members, offsets, start, end } = plan;
-  const { hostData } = route;
-  const codes = route.codes.data;
-  const views = chunkViews;
-  views.fill(undefined);
-  for (let m = 0; m < members.length; m++) {
-    const k = members[m];
-    packed[k] = 1;
-    const i = h2d[k];
-    let code = codes[k];
-    let src = hostData[i];
-    if (code === NO_CODE || src === undefined) {
-      src = route.hostBytes(i);
-      code = arrayCodeOf(src);
-    }
-    const view = views[code] ??= stage
-      ? pinnedView(stage, ARRAY_CLASSES[code])
-      : pageableView(end - start, ARRAY_CLASSES[code]);
-    // The element index as a small integer (a shift, not a division into a double).
-    const at = offsets[m] - start;
-    view.set(src as never, at < 2 ** 31 ? at >> CODE_SHIFT[code] : at / CODE_BYTES[code]);
   }
 }
 
@@ -141,25 +100,4 @@ function packedFlags(n: number): Uint8Array {
   }
   packedScratch.fill(0, 0, n);
   return packedScratch;
-}
-
-// The packing loop's views of one chunk by class code (reused: no arrays per chunk).
-const chunkViews: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
-
-let pageableScratch = new ArrayBuffer(0);
-const pageableViews = new Map<unknown, TypedArray>();
-
-/**
- * A reusable ordinary (pageable) host buffer for packing without pinning.
- * The driver copies from pageable memory before the call returns, so one
- * buffer serves every chunk.
- */
-function pageableView(bytes: number, cls: TypedArrayConstructor): TypedArray {
-  if (pageableScratch.byteLength < bytes) {
-    pageableScratch = new ArrayBuffer(2 ** Math.ceil(Math.log2(bytes)));
-    pageableViews.clear();
-  }
-  let view = pageableViews.get(cls);
-  if (!view) pageableViews.set(cls, view = new cls(pageableScratch));
-  return view;
 }

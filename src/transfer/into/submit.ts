@@ -14,12 +14,11 @@
 
 import { copyAsync, copyFromBuffer } from "../../../ffi/native.ts";
 import type { ArenaMemory } from "../../arena_index.ts";
-import { ARRAY_CLASSES, arrayCodeOf, CODE_BYTES } from "../../array_code.ts";
 import { type AsyncCopyHandle, createCopyHandle } from "../../copy_handle.ts";
-import { pinnedView } from "../../memory/pinned_memory.ts";
 import type { ResolvedOptions } from "../../options.ts";
 import type { ResultEntry } from "../../reuse/results.ts";
 import { BACKGROUND_MIN_BYTES } from "../../staging/background.ts";
+import { packView } from "../../staging/pack.ts";
 import { DIRECT, type IntoRecord } from "./record.ts";
 import { Submission } from "../submission.ts";
 
@@ -158,17 +157,7 @@ function prepare(
       const n = leaves[k];
       const view = views[n]!;
       if (view.byteLength === 0) continue;
-      const at = offsets[n] - lo;
-      const code = arrayCodeOf(view);
-      const size = CODE_BYTES[code];
-      if (at % size === 0) {
-        pinnedView(stage, ARRAY_CLASSES[code]).set(view as never, at / size);
-      } else {
-        (pinnedView(stage, Uint8Array) as Uint8Array).set(
-          new Uint8Array(view.buffer, view.byteOffset, view.byteLength),
-          at,
-        );
-      }
+      packView(stage, offsets[n] - lo, view);
     }
     transfers.push(dst, stage.address, span);
     stats.copies++;

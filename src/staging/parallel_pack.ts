@@ -17,9 +17,8 @@
 
 import { copyPieces, viewAddress } from "../../ffi/native.ts";
 import type { Block } from "../memory/block_pool_types.ts";
-import type { ChunkPlan } from "../pack_plan.ts";
-import type { Route } from "../route.ts";
-import { stagingConcurrency } from "../staging/background.ts";
+import { stagingConcurrency } from "./background.ts";
+import type { PackedChunk, PackedLeaves } from "./pack.ts";
 
 /** Chunks with at least this many payload bytes are packed by several threads. */
 export const PARALLEL_PACK_MIN_BYTES = 1024 * 1024;
@@ -38,9 +37,9 @@ let table = new Float64Array(0);
  * the walk (a copy admitted late, after user code ran)
  */
 export function packInParallel(
-  route: Route,
+  route: PackedLeaves,
   h2d: ArrayLike<number>,
-  plan: ChunkPlan,
+  plan: PackedChunk,
   stage: Block,
   packed: Uint8Array,
 ): void {

@@ -6,7 +6,7 @@ import { pinnedPool, pinnedView } from "../../src/memory/pinned_memory.ts";
 import { resolveOptions } from "../../src/options.ts";
 import type { ChunkPlan } from "../../src/pack_plan.ts";
 import { Route } from "../../src/route.ts";
-import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "../../src/transfer/parallel_pack.ts";
+import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "../../src/staging/parallel_pack.ts";
 import { walk } from "../../src/walk/walk.ts";
 import { bytesOf, hasGpu, randomArray } from "../gpu/_helpers.ts";
 

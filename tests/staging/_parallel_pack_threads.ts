@@ -1,5 +1,5 @@
 /**
- * For tests/transfer/parallel_pack_test.ts: packs, in this fresh process,
+ * For tests/staging/parallel_pack_test.ts: packs, in this fresh process,
  * one chunk of 256 members of each payload size in `Deno.args` (bytes, in
  * that order) with `packInParallel`, and prints after each how many packing
  * helper threads the process has: threads the shim started, which carry the
@@ -11,7 +11,7 @@
 import { viewAddress } from "../../ffi/native.ts";
 import { resolveOptions } from "../../src/options.ts";
 import { Route } from "../../src/route.ts";
-import { packInParallel } from "../../src/transfer/parallel_pack.ts";
+import { packInParallel } from "../../src/staging/parallel_pack.ts";
 import { walk } from "../../src/walk/walk.ts";
 
 const MEMBERS = 256;

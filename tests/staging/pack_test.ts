@@ -1,0 +1,134 @@
+import assert from "node:assert/strict";
+import { viewAddress } from "../../ffi/native.ts";
+import { Tensor } from "../../mod.ts";
+import type { Block } from "../../src/memory/block_pool_types.ts";
+import { resolveOptions } from "../../src/options.ts";
+import { Route } from "../../src/route.ts";
+import { packBySet, type PackedChunk, packView, pageableChunk } from "../../src/staging/pack.ts";
+import { walk } from "../../src/walk/walk.ts";
+
+// What pack.ts decides: each member's bytes land unchanged at its offset less
+// the chunk's start (in the pinned block, or in the pageable buffer without
+// one), through a view of the member's own class; members whose bytes the
+// walk did not read (tensor leaves) are read then; a single view goes in at
+// any byte offset. Staging blocks here are ordinary memory seen through an
+// address, as pinned memory is.
+
+const FILL = 0xee;
+
+/** A float32 NaN with a payload, a float64 signalling NaN, -0 and an int64 extreme: bits that a conversion would change. */
+function leaves() {
+  const nan32 = new Float32Array(new Uint32Array([0x7fa00001, 0xffc12345]).buffer);
+  const nan64 = new Float64Array(
+    new BigUint64Array([0x7ff0000000000001n, 0x8000000000000000n]).buffer,
+  );
+  return [
+    nan32,
+    new Uint8Array([1, 2, 3]),
+    nan64,
+    new BigInt64Array([-(2n ** 63n), 2n ** 63n - 1n]),
+    Tensor.from(new Int16Array([-1, 7, 300])), // read through hostBytes: the walk keeps no class code for it
+    new Uint8ClampedArray([255, 0]),
+  ];
+}
+
+function bytesOf(view: ArrayBufferView): Uint8Array {
+  return new Uint8Array(view.buffer, view.byteOffset, view.byteLength);
+}
+
+/** The leaves walked into a route to cuda:0 without a pending storage (no chunk is placed). */
+function routed(data: unknown[]) {
+  const route = new Route(0, resolveOptions(undefined));
+  walk(data, route);
+  return { route, h2d: route.h2d.view() };
+}
+
+/** Every member at a multiple of 16 from `start` on, with 16 bytes between neighbours. */
+function planOf(data: ArrayBufferView[], start: number): PackedChunk {
+  const members: number[] = [];
+  const offsets: number[] = [];
+  let at = start;
+  data.forEach((leaf, k) => {
+    members.push(k);
+    offsets.push(at);
+    at = Math.ceil((at + leaf.byteLength + 16) / 16) * 16;
+  });
+  return { members, offsets, start, end: at };
+}
+
+function expected(plan: PackedChunk, data: ArrayBufferView[]): Uint8Array {
+  const out = new Uint8Array(plan.end - plan.start).fill(FILL);
+  Array.from(plan.members).forEach((k, m) =>
+    out.set(bytesOf(data[k]), plan.offsets[m] - plan.start)
+  );
+  return out;
+}
+
+function block(bytes: Uint8Array): Block {
+  return { address: viewAddress(bytes), size: bytes.byteLength };
+}
+
+const asViews = (data: unknown[]) =>
+  data.map((leaf) => leaf instanceof Tensor ? leaf.toTypedArray() : leaf as ArrayBufferView);
+
+Deno.test("packBySet puts each member's bytes unchanged at its offset less the chunk's start, in a pinned block", () => {
+  const data = leaves();
+  const { route, h2d } = routed(data);
+  const plan = planOf(asViews(data), 96);
+  const stage = new Uint8Array(plan.end - plan.start).fill(FILL);
+  const packed = new Uint8Array(data.length);
+  packBySet(route, h2d, plan, block(stage), packed);
+  assert.deepEqual(stage, expected(plan, asViews(data)));
+  assert.deepEqual([...packed], data.map(() => 1));
+  (data[4] as Tensor).dispose();
+});
+
+Deno.test("packBySet without a staging block packs into the pageable buffer that pageableChunk gives", () => {
+  const data = leaves();
+  const { route, h2d } = routed(data);
+  const plan = planOf(asViews(data), 0);
+  pageableChunk(plan.end).fill(FILL);
+  packBySet(route, h2d, plan, undefined, new Uint8Array(data.length));
+  assert.deepEqual(pageableChunk(plan.end).slice(), expected(plan, asViews(data)));
+  (data[4] as Tensor).dispose();
+});
+
+Deno.test("packBySet packs only the plan's members and marks only them", () => {
+  const data = leaves();
+  const { route, h2d } = routed(data);
+  const views = asViews(data);
+  const all = planOf(views, 0);
+  const plan: PackedChunk = {
+    members: [1, 3],
+    offsets: [all.offsets[1], all.offsets[3]],
+    start: all.offsets[1],
+    end: all.offsets[3] + views[3].byteLength,
+  };
+  const stage = new Uint8Array(plan.end - plan.start).fill(FILL);
+  const packed = new Uint8Array(data.length);
+  packBySet(route, h2d, plan, block(stage), packed);
+  assert.deepEqual([...packed], [0, 1, 0, 1, 0, 0]);
+  assert.deepEqual(stage, expected(plan, views));
+  (data[4] as Tensor).dispose();
+});
+
+Deno.test("pageableChunk grows to the largest chunk asked for and keeps its bytes between calls of no larger size", () => {
+  const first = pageableChunk(100);
+  first.fill(5);
+  assert.equal(pageableChunk(64)[63], 5);
+  const grown = pageableChunk(1 << 20);
+  assert.equal(grown.byteLength, 1 << 20);
+});
+
+Deno.test("packView puts a view in at an offset of its element size through its class, and at any other offset byte for byte", () => {
+  const stage = new Uint8Array(64).fill(FILL);
+  const nan = new Float64Array(new BigUint64Array([0x7ff0000000000001n]).buffer);
+  packView(block(stage), 8, nan);
+  packView(block(stage), 19, new Float32Array([1.5, -0]));
+  packView(block(stage), 40, new Uint8ClampedArray([9]));
+  const want = new Uint8Array(64).fill(FILL);
+  want.set(bytesOf(nan), 8);
+  want.set(bytesOf(new Float32Array([1.5, -0])), 19);
+  want.set([9], 40);
+  assert.deepEqual(stage, want);
+});
