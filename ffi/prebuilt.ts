@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "ec32baa82e6307196c7fd0aed78ecf769be599b33e3a4bd60d8e596e28420e6f";
+export const SHIM_SOURCE_HASH = "8f57699951a5884820b3e2ccf359f59fe9b0e09de314591c3c4a65cdaeef2686";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 145512,
-    sha256: "88c4acca5d12543bb75227b2fd6e74b5ed7b39df515b986d0fe73f790bde853a",
+    sha256: "37162821ecd9fa6f2e0c4184d90879df0d9ac87b748d8e6c1541cdae568ff6b4",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198704,
-    sha256: "6033302d7d5e2d3ae23484733bf42e6069478a09a2c93a72ff6a089b7468b8fc",
+    sha256: "f98cffb85094dc5dfa455de85461f7b1762f8f0c2351b8c1286c450ce2d46a36",
   },
 };

@@ -22,7 +22,12 @@ root=$(dirname "$here")
 mode=${1:-all}
 
 # The product's sources, in a fixed order; their hash names the build.
-sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c stager.h stager.c copy_pieces.c streams.c modules.c process_cache.c generated/gather_fatbin.h build.sh)
+sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c memory.c events.c copies.c stager.h stager.c copy_pieces.c streams.c modules.c
+  process_cache.h process_cache.c process_cache_isolates.c process_cache_blocks.c process_cache_events.c process_cache_stagers.c
+  generated/gather_fatbin.h build.sh)
+# The product's C files, compiled in this order.
+c_files=(mtc.c memory.c events.c copies.c stager.c driver.c copy_pieces.c streams.c modules.c
+  process_cache.c process_cache_isolates.c process_cache_blocks.c process_cache_events.c process_cache_stagers.c)
 source_hash=$(cd "$here" && for f in "${sources[@]}"; do echo "== $f"; cat "$f"; done | sha256sum | cut -d' ' -f1)
 
 # os-arch as Deno.build names them, and the C compiler for each.
@@ -54,7 +59,7 @@ compile() {
   "$cc" -std=c11 -O2 -fPIC -shared -fvisibility=hidden -Wall -Wextra -Werror \
     -ffile-prefix-map="$root/=" -Wl,--build-id=none -Wl,-z,defs -Wl,-z,nodelete -s \
     -DMTC_SOURCE_HASH="\"$source_hash\"" "$@" \
-    -o "$out.tmp" "$here/mtc.c" "$here/stager.c" "$here/driver.c" "$here/copy_pieces.c" "$here/streams.c" "$here/modules.c" "$here/process_cache.c" \
+    -o "$out.tmp" "${c_files[@]/#/$here/}" \
     -Wl,--no-as-needed -l:libdl.so.2 -l:libpthread.so.0
   mv "$out.tmp" "$out"
 }

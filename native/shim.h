@@ -1,6 +1,7 @@
-// Internal interface between the product shim (mtc.c) and the test-aid
-// build (testaid.c), which is the product compiled with MTC_TEST_AIDS plus
-// the aids' own exports. The product shim exports none of this.
+// Internal interface between the product shim (mtc.c and the files it
+// lists) and the test-aid build (testaid.c), which is the product compiled
+// with MTC_TEST_AIDS plus the aids' own exports. The product shim exports
+// none of this.
 
 #ifndef MTC_SHIM_H
 #define MTC_SHIM_H

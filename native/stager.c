@@ -1,8 +1,9 @@
 // Background stagers: a large pageable host-to-device copy moves through a
 // few pinned slots, each slot's DMA queued as soon as it is filled, on a
 // Deno blocking-pool thread while JavaScript goes on (src/staging/). The
-// process-wide cache of idle stagers is process_cache.c's; stopping their
-// calls at an isolate's end and at process exit is this file's.
+// process-wide cache of idle stagers is process_cache_stagers.c's;
+// stopping their calls at an isolate's end and at process exit is this
+// file's.
 
 #define _POSIX_C_SOURCE 200809L  // nanosleep
 

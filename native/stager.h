@@ -1,6 +1,6 @@
 // The background stagers' interface to the rest of the shim (stager.c):
-// process_cache.c creates, stops and frees them for the isolates it
-// lends them to.
+// the process cache (process_cache_stagers.c, process_cache_isolates.c)
+// creates, stops and frees them for the isolates it lends them to.
 
 #ifndef MTC_STAGER_H
 #define MTC_STAGER_H

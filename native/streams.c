@@ -1,4 +1,5 @@
-// Streams for users' GPU work, and ordering between streams on the GPU.
+// Streams for users' GPU work, ordering between streams on the GPU, and the
+// wait for a library stream (mtc_stream_synchronize).
 //
 // Each device has two library streams: the copy stream (driver.c,
 // mtc_stream_for), on which every copy and every stream-ordered free of the
@@ -119,4 +120,12 @@ MTC_EXPORT int32_t mtc_event_record_on(int32_t device, addr_t stream, addr_t eve
   if (st) return st;
   MTC_FAULT(MTC_FAULT_EVENT_RECORD);
   return mtc_cu.cuEventRecord(EVENT(event), STREAM(stream));
+}
+
+// Waits until everything queued on the library stream of `device` is done.
+MTC_EXPORT int32_t mtc_stream_synchronize(int32_t device) {
+  CUstream s;
+  int st = mtc_stream_for(device, &s);
+  if (st) return st;
+  return mtc_cu.cuStreamSynchronize(s);
 }

@@ -70,11 +70,18 @@ function compare(
 
 const productSources = [
   "mtc.c",
+  "memory.c",
+  "events.c",
+  "copies.c",
   "stager.c",
   "copy_pieces.c",
   "streams.c",
   "modules.c",
   "process_cache.c",
+  "process_cache_isolates.c",
+  "process_cache_blocks.c",
+  "process_cache_events.c",
+  "process_cache_stagers.c",
 ];
 
 Deno.test("every product symbol is declared with the parameters and result of its C definition", async () => {
