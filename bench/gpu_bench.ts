@@ -22,15 +22,9 @@
  * @module
  */
 
-import {
-  copyAsync,
-  copyFromBuffer,
-  deviceAlloc,
-  deviceFree,
-  eventStatus,
-  gather,
-  streamSynchronize,
-} from "../ffi/native.ts";
+import { copyAsync, copyFromBuffer, deviceAlloc, deviceFree, gather } from "../ffi/native.ts";
+import { eventStatus } from "../ffi/events.ts";
+import { streamSynchronize } from "../ffi/streams.ts";
 import { shimInfo } from "../ffi/library.ts";
 import { testAids } from "../ffi/test_aids.ts";
 import {

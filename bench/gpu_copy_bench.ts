@@ -19,8 +19,8 @@ import {
   deviceFree,
   hostAlloc,
   hostFree,
-  streamSynchronize,
 } from "../ffi/native.ts";
+import { streamSynchronize } from "../ffi/streams.ts";
 import { cudaStatus, deviceCount, disposeAll, startCopy, type TypedArray } from "../mod.ts";
 import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves } from "../src/walk/collect_leaves.ts";

@@ -16,21 +16,6 @@
 
 import { check, cudaError, out, sym } from "./shim_call.ts";
 
-// Importable from here too, for the modules that import them from this path
-// (src/device.ts, src/staging/background.ts, src/transfer/ledger_ops.ts,
-// bench/): each lives in the file named.
-export { cudaError } from "./shim_call.ts";
-export {
-  CudaError,
-  MTC_E_BAD_ARGUMENT,
-  MTC_E_DRIVER_TOO_OLD,
-  MTC_E_NO_DRIVER,
-} from "./cuda_error.ts";
-export { driverStatus } from "./driver_status.ts";
-export { eventRecord, eventStatus } from "./events.ts";
-export { streamSynchronize } from "./streams.ts";
-export { stageBufferOffThread } from "./stagers.ts";
-
 /** Allocates page-locked, mapped host memory; returns its address. */
 export function hostAlloc(bytes: number): number {
   check(

@@ -24,13 +24,13 @@ import { inFlight, type InFlightCopy } from "./copies_in_flight.ts";
 import type { CopyJob, EventOps } from "./copy_job.ts";
 
 /** How long `get()` polls past a copy's expected end before waiting off-thread. */
-export const SPIN_MICROSECONDS = 30;
+const SPIN_MICROSECONDS = 30;
 
 /** The longest `get()` polls (blocking the event loop) before waiting off-thread. */
-export const MAX_SPIN_MICROSECONDS = 1000;
+const MAX_SPIN_MICROSECONDS = 1000;
 
 /** The transfer rate `get()` assumes to expect a copy's end: lower than any link's. */
-export const ASSUMED_BYTES_PER_MICROSECOND = 20_000;
+const ASSUMED_BYTES_PER_MICROSECOND = 20_000;
 
 /**
  * What the wait reads and does to the copy it waits for: the handle's

@@ -5,7 +5,8 @@
  */
 
 import { shimInfo } from "../ffi/library.ts";
-import { driverStatus, MTC_E_DRIVER_TOO_OLD, MTC_E_NO_DRIVER } from "../ffi/native.ts";
+import { driverStatus } from "../ffi/driver_status.ts";
+import { MTC_E_DRIVER_TOO_OLD, MTC_E_NO_DRIVER } from "../ffi/cuda_error.ts";
 import { shown } from "./shown.ts";
 
 /** A parsed device: -1 is the CPU, N >= 0 is `cuda:N`. */

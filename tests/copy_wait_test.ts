@@ -1,13 +1,7 @@
 import assert from "node:assert/strict";
 import type { InFlightCopy } from "../src/copies_in_flight.ts";
 import type { CopyJob, EventOps } from "../src/copy_job.ts";
-import {
-  ASSUMED_BYTES_PER_MICROSECOND,
-  type CopyWaitHooks,
-  MAX_SPIN_MICROSECONDS,
-  SPIN_MICROSECONDS,
-  waitForCopy,
-} from "../src/copy_wait.ts";
+import { type CopyWaitHooks, waitForCopy } from "../src/copy_wait.ts";
 
 /**
  * A copy as the wait sees it: `ready()` is true from its `doneAtPoll`-th
@@ -73,11 +67,30 @@ function waitedCopy(
   return { copy, ops, hooks, job, log, setState: (s: typeof state) => state = s };
 }
 
-Deno.test("the poll budget: 30 µs past the expected end, at most 1 ms, at a rate below any link's", () => {
-  assert.equal(SPIN_MICROSECONDS, 30);
-  assert.equal(MAX_SPIN_MICROSECONDS, 1000);
-  // 20 GB/s: a 4 MB copy is expected to take 200 µs.
-  assert.equal(4_000_000 / ASSUMED_BYTES_PER_MICROSECOND, 200);
+Deno.test("a copy expected to take longer than the poll cap is polled for at most MAX_SPIN_MICROSECONDS, then waited for off-thread", async () => {
+  const { ops, job, log } = waitedCopy();
+  // At the assumed 20 GB/s, these bytes are expected to take ~14 hours.
+  job.stats.bytes = 1e15;
+  // Polls are counted, not logged; a copy still polled past 100 million
+  // polls (seconds of polling) reports done, so that a missing cap fails
+  // this test (no off-thread wait in the log) instead of hanging it.
+  let polls = 0;
+  let waitedFor = false;
+  const copy = {
+    ready(): boolean {
+      if (waitedFor) return true;
+      return ++polls >= 1e8;
+    },
+  };
+  const waiting = { ...ops, wait: (d: number, e: number) => (waitedFor = true, ops.wait(d, e)) };
+  const capped: CopyWaitHooks = {
+    pending: () => !waitedFor && polls < 1e8,
+    fail: () => assert.fail("no wait failed"),
+    outcome: () => "result",
+  };
+  assert.equal(await waitForCopy(copy, job, waiting, capped), "result");
+  assert.ok(waitedFor, `waited for off-thread after ${polls} polls`);
+  assert.deepEqual(log, ["wait 0:10"]);
 });
 
 Deno.test("waitForCopy() resolves with the outcome once a poll sees the copy done, with no off-thread wait", async () => {

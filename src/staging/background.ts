@@ -23,7 +23,9 @@
  */
 
 import { grantedEnv } from "../env.ts";
-import { cudaError, MTC_E_BAD_ARGUMENT, stageBufferOffThread } from "../../ffi/native.ts";
+import { cudaError } from "../../ffi/shim_call.ts";
+import { MTC_E_BAD_ARGUMENT } from "../../ffi/cuda_error.ts";
+import { stageBufferOffThread } from "../../ffi/stagers.ts";
 import type { TypedArray } from "../dtype.ts";
 import { giveStager, SLOT_BYTES, SLOTS, takeStager } from "../memory/stager_pool.ts";
 

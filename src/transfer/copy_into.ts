@@ -67,55 +67,87 @@ export function startCopyInto(
   const items = after === undefined && works.length === 0
     ? undefined
     : [...(after ?? []), ...works];
-  const ordered = items === undefined ? undefined : orderCopyAfter(items, [target]);
   // The values passed through are written, all or none (a frozen or
-  // read-only container of the result refuses its write), and the result
-  // is taken: nothing can throw for the caller's arguments past this point.
-  writePassedValues(record.columns, passes);
+  // read-only container of the result refuses its write), before the copy
+  // is ordered after anything, so that a refused copy leaves no wait
+  // behind it; an ordering that fails puts them back.
+  const previous = writePassedValues(record.columns, passes);
+  let ordered: Promise<void> | undefined;
+  try {
+    ordered = items === undefined ? undefined : orderCopyAfter(items, [target]);
+  } catch (error) {
+    putBack(record.columns, previous, passes);
+    throw error;
+  }
+  // Nothing can throw for the caller's arguments past this point: the
+  // result is taken.
   return submitInto(record, entry, into, target, options, ordered);
 }
 
-/** The values a copy had in the result's slots, to put back when a later write fails (reused). */
-const previousValues: unknown[] = [];
+/** The columns of the values a copy passes through (reuse/into_match.ts). */
+interface PassedValues {
+  passContainers: object[];
+  passKeys: unknown[];
+  passValues: unknown[];
+}
+
+const NOTHING_WRITTEN: readonly unknown[] = [];
 
 /**
  * Writes the first `passes` values passed through into their containers
- * of the result; where one refuses (a frozen container, a read-only key,
- * a setter that throws), puts back the values written before it and
- * throws, so that a refused copy leaves the result as it was.
+ * of the result and returns the values they replaced; where one refuses
+ * (a frozen container, a read-only key, a setter that throws), puts back
+ * the values written before it and throws, so that a refused copy leaves
+ * the result as it was. (The replaced values are kept per call: a setter
+ * of the result may start another copy into a result.)
  *
  * @throws {TypeError} naming the key that could not be written
  */
-function writePassedValues(
-  columns: { passContainers: object[]; passKeys: unknown[]; passValues: unknown[] },
-  passes: number,
-): void {
+function writePassedValues(columns: PassedValues, passes: number): readonly unknown[] {
+  if (passes === 0) return NOTHING_WRITTEN;
   const { passContainers, passKeys, passValues } = columns;
+  const previous = new Array<unknown>(passes);
   let m = 0;
   try {
     for (; m < passes; m++) {
-      previousValues[m] = readSlot(passContainers[m], passKeys[m]);
+      previous[m] = readSlot(passContainers[m], passKeys[m]);
       writeSlot(passContainers[m], passKeys[m], passValues[m]);
     }
   } catch (error) {
     const key = passKeys[m];
-    for (let k = m - 1; k >= 0; k--) writeSlot(passContainers[k], passKeys[k], previousValues[k]);
+    putBack(columns, previous, m);
     throw new TypeError(
       `Cannot copy into this result: its value at key ${
         typeof key === "string" ? JSON.stringify(key) : String(key)
       } cannot be written (${(error as Error).message}); nothing was written`,
     );
-  } finally {
-    previousValues.length = 0;
+  }
+  return previous;
+}
+
+/**
+ * Puts the first `count` replaced values back, last first, as well as the
+ * result lets it: a put-back that throws is skipped (the error the caller
+ * sees is the one that made the copy fail).
+ */
+function putBack(columns: PassedValues, previous: readonly unknown[], count: number): void {
+  for (let k = count - 1; k >= 0; k--) {
+    try {
+      writeSlot(columns.passContainers[k], columns.passKeys[k], previous[k]);
+    } catch {
+      // Skipped: see above.
+    }
   }
 }
 
+/** A result container's value at `key` (a Map's entry, or a property). */
 function readSlot(container: object, key: unknown): unknown {
   return container instanceof Map
     ? container.get(key)
     : (container as Record<PropertyKey, unknown>)[key as PropertyKey];
 }
 
+/** Sets a result container's value at `key` (a Map's entry, or a property). */
 function writeSlot(container: object, key: unknown, value: unknown): void {
   if (container instanceof Map) container.set(key, value);
   else (container as Record<PropertyKey, unknown>)[key as PropertyKey] = value;

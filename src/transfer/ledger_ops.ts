@@ -6,7 +6,8 @@
  * @module
  */
 
-import { eventRecord, streamSynchronize } from "../../ffi/native.ts";
+import { eventRecord } from "../../ffi/events.ts";
+import { streamSynchronize } from "../../ffi/streams.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import type { Block } from "../memory/block_pool_types.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";

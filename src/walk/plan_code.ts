@@ -50,14 +50,15 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
       : unlessClean
       ? ` || (!clean && !${own})`
       : ` || (${inherited} && !${own})`;
-    // The load of MAP_PROBE (a symbol no object has; see plan_compiler.ts)
+    // The test for MAP_PROBE (a symbol no object has; see plan_compiler.ts)
     // comes first: its feedback gives V8 the object's map, which lets it
     // fold getPrototypeOf into a constant; without it getPrototypeOf is a
     // call into C++ of ~12 ns per object, on each of a batch's objects in
-    // the walk and again in the disposal. What answers the probe (a proxy)
-    // takes the generic walk.
+    // the walk and again in the disposal. An `in` test, not a read: a
+    // proxy's `get` trap (which may throw on keys it does not know) is not
+    // called; one whose `has` trap answers it takes the generic walk.
     lines.push(
-      `${indent}let ${ok} = typeof ${v} === "object" && ${v} !== null && ${v}[MAP_PROBE] === undefined && getPrototypeOf(${v}) === ${proto};`,
+      `${indent}let ${ok} = typeof ${v} === "object" && ${v} !== null && !(MAP_PROBE in ${v}) && getPrototypeOf(${v}) === ${proto};`,
       `${indent}if (${ok}) {`,
       `${indent}  let ${j} = 0;`,
       `${indent}  for (const ${key} in ${v}) {`,

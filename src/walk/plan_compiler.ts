@@ -86,9 +86,9 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
 }
 /**
  * A symbol no object has (it never leaves this module): the plans' code
- * loads it from each object before asking for its prototype (plan_code.ts
- * says why). A load that finds nothing runs no user code on an ordinary
- * object, whatever its getters.
+ * tests each object for it with `in` before asking for its prototype
+ * (plan_code.ts says why). On an ordinary object the test runs no user
+ * code, whatever its getters; a proxy sees only its `has` trap.
  */
 const MAP_PROBE = Symbol("map probe");
 /** What `new Function` made of a plan's code: given the plan and its hooks, its two functions. */

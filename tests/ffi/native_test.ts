@@ -6,16 +6,16 @@ import {
   deviceAlloc,
   deviceFree,
   deviceReleaseUnused,
-  driverStatus,
   gather,
   hostAlloc,
   hostArrayBuffer,
   hostFree,
   pointerOf,
   pointerOfView,
-  streamSynchronize,
   viewAddress,
 } from "../../ffi/native.ts";
+import { driverStatus } from "../../ffi/driver_status.ts";
+import { streamSynchronize } from "../../ffi/streams.ts";
 import { eventCreate, eventStatus } from "../../ffi/events.ts";
 import { testAids } from "../../ffi/test_aids.ts";
 import { hasGpu } from "../gpu/_helpers.ts";

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { MTC_E_BAD_ARGUMENT, MTC_E_STOPPED } from "../../ffi/cuda_error.ts";
-import { deviceAlloc, deviceFree, streamSynchronize } from "../../ffi/native.ts";
+import { deviceAlloc, deviceFree } from "../../ffi/native.ts";
+import { streamSynchronize } from "../../ffi/streams.ts";
 import {
   stageBufferOffThread,
   stagerCreate,

@@ -1,14 +1,8 @@
 import assert from "node:assert/strict";
 import { CudaError } from "../../ffi/cuda_error.ts";
 import { eventCreate, eventRecord, eventStatus } from "../../ffi/events.ts";
-import {
-  copyFromBuffer,
-  deviceAlloc,
-  deviceFree,
-  hostAlloc,
-  hostFree,
-  streamSynchronize,
-} from "../../ffi/native.ts";
+import { copyFromBuffer, deviceAlloc, deviceFree, hostAlloc, hostFree } from "../../ffi/native.ts";
+import { streamSynchronize } from "../../ffi/streams.ts";
 import { streamCreate, streamDestroy, streamWaitIdleOffThread } from "../../ffi/streams.ts";
 import { testAids } from "../../ffi/test_aids.ts";
 import { hasGpu } from "../gpu/_helpers.ts";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { eventRecord, streamSynchronize } from "../../ffi/native.ts";
+import { eventRecord } from "../../ffi/events.ts";
+import { streamSynchronize } from "../../ffi/streams.ts";
 import type { Block } from "../../src/memory/block_pool_types.ts";
 import { acquireEvent, releaseEvent } from "../../src/memory/event_pool.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";

@@ -137,21 +137,19 @@ Deno.test("a plan's dispose returns false when the generic disposal gives up", (
   assert.equal(plan.dispose([1, 2], [], () => false), true);
 });
 
-Deno.test("a plan hands an object that answers every property read (a proxy) to the generic walk and disposal", () => {
+Deno.test("a plan hands an object that claims every key (a proxy's has trap) to the generic walk and disposal", () => {
   const hooks = recordingHooks();
   const plan = compilePlan(object([["k", LEAF]]), hooks)!;
   const tensor = Tensor.from(new Float32Array(1), [1]);
   try {
-    // Its keys and prototype are a plain object's; only its reads differ.
-    const answering = new Proxy({ k: tensor }, {
-      get: (target, key) => Reflect.get(target, key) ?? 0,
-    });
-    assert.equal(plan.run(answering, [], pairSink), "generic");
-    assert.deepEqual(hooks.visited, [[answering, 0]]);
+    // Its keys and prototype are a plain object's; only `in` answers differ.
+    const claiming = new Proxy({ k: tensor }, { has: () => true });
+    assert.equal(plan.run(claiming, [], pairSink), "generic");
+    assert.deepEqual(hooks.visited, [[claiming, 0]]);
     assert.equal(plan.misses, 1);
     const rest: unknown[] = [];
-    assert.equal(plan.dispose(answering, [], (value) => rest.push(value) > 0), true);
-    assert.deepEqual(rest, [answering]);
+    assert.equal(plan.dispose(claiming, [], (value) => rest.push(value) > 0), true);
+    assert.deepEqual(rest, [claiming]);
     assert.equal(tensor.disposed, false);
     // The same object without the proxy takes the plan.
     assert.deepEqual(plan.run({ k: tensor }, [], pairSink), { k: [tensor, "tensor data"] });
@@ -159,6 +157,23 @@ Deno.test("a plan hands an object that answers every property read (a proxy) to 
   } finally {
     tensor.dispose();
   }
+});
+
+Deno.test("a plan reads a proxy that throws on keys it does not know (a strict get trap) by its keys only, as the generic walk does", () => {
+  const plan = compilePlan(object([["k", LEAF], ["n", OTHER]]), recordingHooks())!;
+  const leaf = new Float32Array(2);
+  const read: PropertyKey[] = [];
+  const strict = new Proxy({ k: leaf, n: 3 }, {
+    get(target, key) {
+      read.push(key);
+      if (!(key in target)) throw new Error(`unknown key ${String(key)}`);
+      return Reflect.get(target, key);
+    },
+  });
+  assert.deepEqual(plan.run(strict, [], pairSink), { k: [leaf, leaf], n: 3 });
+  assert.deepEqual(read, ["k", "n"]);
+  assert.equal(plan.misses, 0);
+  assert.equal(plan.dispose(strict, [], () => true), true);
 });
 
 Deno.test("a plan's getters are read once each, the probe of its objects reading none", () => {
