@@ -4,7 +4,8 @@
  * `ffi/events.ts` → `tests/ffi/events_test.ts`), unless it holds no logic
  * to test, which the list below says, file by file, with the reason.
  *
- * It fails on a file with neither, and on an entry of the list whose file is
+ * It fails on a file with neither, on a mirrored test file without a
+ * `Deno.test`, and on an entry of the list whose file is
  * gone or has a mirrored test by now (so that the list never outlives its
  * reason). A mirrored test of `src/gpu/` lies in `tests/gpu/`, beside the
  * GPU behaviour tests, and may itself need a GPU: what it specifies is what
@@ -61,6 +62,10 @@ for (const path of files) {
     problems.push(`${path} has ${mirror}: remove it from NO_LOGIC in .ci/mirrors.ts`);
   } else if (!exists(mirror) && !listed) {
     problems.push(`${path} has no mirrored test: write ${mirror}`);
+  } else if (
+    exists(mirror) && !/\bDeno\.test\(/.test(Deno.readTextFileSync(new URL(mirror, root)))
+  ) {
+    problems.push(`${mirror} holds no Deno.test: a mirrored test tests its file`);
   }
 }
 for (const path of Object.keys(NO_LOGIC)) {
