@@ -14,7 +14,7 @@
  */
 
 import { ARRAY_CLASSES, arrayCodeOf, CODE_BYTES, CODE_SHIFT, NO_CODE } from "../array_code.ts";
-import { builtinClassOf, type TypedArray, type TypedArrayConstructor } from "../dtype.ts";
+import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
 import type { Block } from "../memory/block_pool_types.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 
@@ -117,10 +117,12 @@ export function packBySet(
  * ```
  */
 export function packView(stage: Block, at: number, src: TypedArray): void {
-  const cls = builtinClassOf(src);
-  const size = cls.BYTES_PER_ELEMENT;
+  // The class code (array_code.ts keeps the last one looked up: neighbours
+  // mostly share a class), not builtinClassOf's Map lookup per view.
+  const code = arrayCodeOf(src);
+  const size = CODE_BYTES[code];
   if (at % size === 0) {
-    pinnedView(stage, cls).set(src as never, at / size);
+    pinnedView(stage, ARRAY_CLASSES[code]).set(src as never, at / size);
   } else {
     (pinnedView(stage, Uint8Array) as Uint8Array).set(
       new Uint8Array(src.buffer, src.byteOffset, src.byteLength),
