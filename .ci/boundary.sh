@@ -62,6 +62,14 @@ if ! deno run --allow-read .ci/mirrors.ts; then
   fail=1
 fi
 
+# Every repository path the docs name in backticks exists (moves leave none stale).
+for path in $(grep -ohE '`(src|ffi|native|tests|bench|examples|\.ci)/[A-Za-z0-9_./-]+`' README.md docs/*.md | tr -d '`' | sort -u); do
+  if [ ! -e "$path" ]; then
+    echo "boundary: README.md or docs/ name $path, which does not exist" >&2
+    fail=1
+  fi
+done
+
 # The product's exports against the symbol table (names, sorted).
 exported=$(nm -D --defined-only native/prebuilt/linux-x86_64/libmtc.so | awk '$2 == "T" { print $3 }' | sort)
 declared=$(sed -n '/^export const symbols = {/,/^} as const/p' ffi/symbols.ts |
