@@ -97,3 +97,11 @@ export function assertRoundTrip(input: unknown, output: unknown, device: string)
     assert.deepEqual(bytesOf(result), bytesOf(sources[i] as Tensor), `leaf ${i}`);
   });
 }
+
+/** How long the ordering tests hold a stream back (µs): long enough that a CPU wait would show. */
+export const HOLD_US = 300_000;
+
+/** The PTX of examples/step_kernels.ptx (the kernels the ordering tests launch). */
+export function stepKernelsPtx(): Promise<string> {
+  return Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
+}

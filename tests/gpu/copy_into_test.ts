@@ -14,7 +14,16 @@ import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { intoOrdering } from "../../src/transfer/into/holds.ts";
-import { bytesOf, flatten, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";
+import {
+  bytesOf,
+  flatten,
+  hasGpu,
+  HOLD_US,
+  ptrAddress,
+  randomArray,
+  stepKernelsPtx,
+  underSanitizer,
+} from "./_helpers.ts";
 
 // startCopy(data, device, { into: previous }) writes data's bytes into an
 // earlier result's memory and resolves with that result itself; it refuses
@@ -22,8 +31,6 @@ import { bytesOf, flatten, hasGpu, ptrAddress, randomArray, underSanitizer } fro
 // waits on the GPU for kernels still reading the result.
 
 const gpu = { ignore: !hasGpu };
-const HOLD_US = 300_000;
-const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
 
 function batch(seed: number) {
   return {
@@ -271,7 +278,7 @@ Deno.test({
 async function kernelReadsWhileCopyIntoQueued(): Promise<
   { read: Uint8Array; old: Uint8Array; next: Uint8Array; after: Uint8Array }
 > {
-  const module = await loadModule(await ptx());
+  const module = await loadModule(await stepKernelsPtx());
   const spin = module.kernel("spin_ns", ["u64"]);
   const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
   const bytes = 64 * 1024;

@@ -11,7 +11,7 @@ import {
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { testAids } from "../../ffi/test_aids.ts";
-import { hasGpu, underSanitizer } from "./_helpers.ts";
+import { hasGpu, stepKernelsPtx, underSanitizer } from "./_helpers.ts";
 
 // Kernels with only the driver: PTX JIT-compiled by it, parameters checked
 // against the image where the driver can tell (CUDA 12.4+), arguments
@@ -19,13 +19,12 @@ import { hasGpu, underSanitizer } from "./_helpers.ts";
 // nothing leaked.
 
 const gpu = { ignore: !hasGpu };
-const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
 
 Deno.test({
   ...gpu,
   name: "the example PTX loads through the driver's JIT and its kernels compute what the CPU does",
   async fn() {
-    const module = await loadModule(await ptx(), { device: "cuda:0" });
+    const module = await loadModule(await stepKernelsPtx(), { device: "cuda:0" });
     const sum = module.kernel("sum_f32", ["ptr", "u32", "ptr", "u32"]);
     const values = Float32Array.from({ length: 5000 }, (_, i) => (i % 17) - 8);
     const [x, sums] = await startCopy([values, new Float32Array(3)], "cuda:0").get();
@@ -64,7 +63,7 @@ Deno.test({
   ...gpu,
   name: "kernel() and launch() refuse bad names, parameters and arguments synchronously",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     // (Only the driver can tell; the sanitizer reports its refusal, rightly.)
     if (!underSanitizer) {
       assert.throws(() => module.kernel("no_such_kernel", []), /no kernel of that name/);
@@ -130,7 +129,7 @@ Deno.test({
   ...gpu,
   name: "launch() takes 64-bit integers as numbers or bigints, and raw device addresses",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const source = Uint8Array.from({ length: 300 }, (_, i) => i & 255);
     const [src, dst] = await startCopy([source, new Uint8Array(300)], "cuda:0").get();

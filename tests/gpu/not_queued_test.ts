@@ -10,7 +10,7 @@ import {
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { bytesOf, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
+import { bytesOf, hasGpu, HOLD_US, ptrAddress, randomArray, stepKernelsPtx } from "./_helpers.ts";
 
 // Work ordered after a copy that is not queued yet (tensors of 1 MiB and
 // more still staging in the background, or a copy waiting for memory):
@@ -21,8 +21,6 @@ import { bytesOf, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
 const MiB = 1024 * 1024;
-const HOLD_US = 300_000;
-const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
 
 /** Whether `handle`'s copy was queued, as seen from now on. */
 function watchQueued(handle: AsyncCopyHandle<unknown>): () => boolean {
@@ -36,7 +34,7 @@ Deno.test({
   name:
     "a 32 MiB pageable copy still staging: launches and the copy back ordered after it return at once; one await, bit-exact",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const bytes = 32 * MiB + 5;
     const source = randomArray(Uint8Array, bytes, 41);
@@ -113,7 +111,7 @@ Deno.test({
   name:
     "a copy waiting for device memory: launches after it return at once, keep their stream's order, and run once it is queued",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const write = module.kernel("write_u32", ["ptr", "u32"]);
     const bytes = 256 * 1024 + 3;
@@ -169,7 +167,7 @@ Deno.test({
   name:
     "a copy back waiting for pinned memory: a launch ordered after it overwrites its source only once it has read it",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const scale = module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]);
     const values = randomArray(Float32Array, 16 * 1024, 71).map((v) => Number.isFinite(v) ? v : 1);
     const [x] = await startCopy([values], "cuda:0").get();
@@ -213,7 +211,7 @@ Deno.test({
   name:
     "a launch after a copy that fails is never queued: it rejects with that failure and gives its holds back",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const write = module.kernel("write_u32", ["ptr", "u32"]);
     const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
     const inUse = devicePool(0).inUseBytes;

@@ -14,7 +14,15 @@ import {
 import { reapFinished } from "../../src/copies_in_flight.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { bytesOf, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_helpers.ts";
+import {
+  bytesOf,
+  hasGpu,
+  HOLD_US,
+  ptrAddress,
+  randomArray,
+  stepKernelsPtx,
+  underSanitizer,
+} from "./_helpers.ts";
 
 // Ordering happens on the GPU, never on the CPU: with the copy stream held
 // back by a slow kernel, enqueueWait and `after` return while the copy is
@@ -23,14 +31,12 @@ import { bytesOf, hasGpu, ptrAddress, randomArray, underSanitizer } from "./_hel
 // dispose does not (the race test shows the corruption it allows).
 
 const gpu = { ignore: !hasGpu };
-const HOLD_US = 300_000;
-const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
 
 Deno.test({
   ...gpu,
   name: "enqueueWait and after order a consumer after a held-back copy, without a CPU wait",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const source = randomArray(Uint8Array, 96 * 1024 + 7, 11);
     const [firstOut, secondOut] = await startCopy(
@@ -76,7 +82,7 @@ Deno.test({
   ...gpu,
   name: "startCopy({ after: stream }) copies a result back only after the stream's work",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const scale = module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]);
     const values = Float32Array.from({ length: 1000 }, (_, i) => i);
     const [x] = await startCopy([values], "cuda:0").get();
@@ -141,7 +147,7 @@ Deno.test({
   ...gpu,
   name: "disposeAll({ after: work }) and a dispose during a launch defer reuse past the kernel",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const spin = module.kernel("spin_ns", ["u64"]);
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const bytes = 64 * 1024;
@@ -201,7 +207,7 @@ Deno.test({
   ignore: !hasGpu || underSanitizer,
   name: "a long kernel on one stream does not keep the holds of finished work on another",
   async fn() {
-    const module = await loadModule(await ptx());
+    const module = await loadModule(await stepKernelsPtx());
     const spin = module.kernel("spin_ns", ["u64"]);
     const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     using slow = createStream("cuda:0");
@@ -269,7 +275,7 @@ Deno.test({
   ignore: !hasGpu || deviceCount() < 2,
   name: "after: the legacy default stream of another device is waited for (handle 0 on both)",
   async fn() {
-    const module = await loadModule(await ptx(), { device: "cuda:0" });
+    const module = await loadModule(await stepKernelsPtx(), { device: "cuda:0" });
     const scale = module.kernel("scale_f32", ["ptr", "f32", "f32", "u32"]);
     const [x] = await startCopy([new Float32Array(4)], "cuda:0").get();
     const legacy0 = CudaStream.fromHandle(0n, "cuda:0");

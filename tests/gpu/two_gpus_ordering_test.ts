@@ -8,22 +8,20 @@ import {
   loadModule,
   startCopy,
 } from "../../mod.ts";
-import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+import { bytesOf, hasGpu, HOLD_US, randomArray, stepKernelsPtx } from "./_helpers.ts";
 
 // Two GPUs: work on one device ordered after work on the other, on the GPU
 // (a stream may wait for an event of another device), and streams of the
 // wrong device refused by name.
 
 const twoGpus = { ignore: !hasGpu || deviceCount() < 2 };
-const HOLD_US = 300_000;
-const ptx = () => Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
 
 Deno.test({
   ...twoGpus,
   name:
     "a batch copied to cuda:0, on to cuda:1 and read there by a kernel launched after it, without a CPU wait",
   async fn() {
-    const module1 = await loadModule(await ptx(), { device: "cuda:1" });
+    const module1 = await loadModule(await stepKernelsPtx(), { device: "cuda:1" });
     const copyU8 = module1.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const source = randomArray(Uint8Array, 64 * 1024 + 3, 23);
     const [destination] = await startCopy([new Uint8Array(source.length)], "cuda:1").get();
@@ -61,7 +59,7 @@ Deno.test({
       () => CudaStream.fromHandle(onFirst.handle, "cuda:1"),
       (error: Error) => error instanceof RangeError && /handle/.test(error.message),
     );
-    const module1 = await loadModule(await ptx(), { device: "cuda:1" });
+    const module1 = await loadModule(await stepKernelsPtx(), { device: "cuda:1" });
     const copyU8 = module1.kernel("copy_u8", ["ptr", "ptr", "u64"]);
     const [a, b] = await startCopy([new Uint8Array(16), new Uint8Array(16)], "cuda:1").get();
     assert.throws(

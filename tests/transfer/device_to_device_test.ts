@@ -7,6 +7,7 @@ import {
   everyDtype,
   flatten,
   hasGpu,
+  HOLD_US,
   randomArray,
 } from "../gpu/_helpers.ts";
 
@@ -20,7 +21,6 @@ import {
 // in tests/gpu/cuda_to_cuda_test.ts; here cuda:1 → cuda:0.
 
 const twoGpus = { ignore: !hasGpu || deviceCount() < 2 };
-const HOLD_US = 300_000;
 
 /** Thirteen small tensors of every class and one of 5 MB, on cuda:1. */
 async function onSecondDevice(seed: number) {
