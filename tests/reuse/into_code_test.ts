@@ -118,3 +118,27 @@ Deno.test("an array of items of one structure compiles as a loop: every item is 
     /at \$\.items\[3\]/,
   );
 });
+
+Deno.test("the compiled check reads a proxy that throws on keys it does not know (a strict get trap) by its keys only", () => {
+  const result = { k: Tensor.from(new Float32Array(2)), n: 3 };
+  const check = compileCheck(buildShape(result) as IntoShape)!;
+  const read: PropertyKey[] = [];
+  const strict = new Proxy({ k: new Float32Array(2), n: 4 }, {
+    get(target, key) {
+      read.push(key);
+      if (!(key in target)) throw new Error(`unknown key ${String(key)}`);
+      return Reflect.get(target, key);
+    },
+  });
+  const compiled = columns();
+  assert.equal(check(strict, result, compiled), 1);
+  assert.deepEqual(read, ["k", "n"]);
+  assert.deepEqual(compiled.passValues, [4]);
+  // A `has` trap that throws leaves the data to matchShape (-1), never a throw.
+  const hostile = new Proxy({ k: new Float32Array(2), n: 4 }, {
+    has() {
+      throw new Error("no has");
+    },
+  });
+  assert.equal(check(hostile, result, columns()), -1);
+});
