@@ -16,7 +16,8 @@
  * (what a training step pays the library). The two `into` cases copy the
  * reference batch into the last result (`startCopy(…, { into })`), from
  * ordinary memory and from a `hostArena`; their result is kept, so their
- * "with disposal" line is the copy alone.
+ * "with disposal" line is the copy alone. `MTC_AB_ONLY=<text>` runs only the
+ * cases whose name contains it (`MTC_AB_ONLY=into`: the two `into` cases).
  *
  * @module
  */
@@ -93,8 +94,10 @@ const line = (olds: number[], news: number[], ratios: number[]) =>
   `old ${median(olds).toFixed(1).padStart(7)} µs | new ${
     median(news).toFixed(1).padStart(7)
   } µs | new/old ${(median(news) / median(olds)).toFixed(2)} (pairs ${median(ratios).toFixed(2)})`;
+const only = Deno.env.get("MTC_AB_ONLY") ?? "";
 for (let c = 0; c < CASES.length; c++) {
   if (old.inputs[c] === undefined || current.inputs[c] === undefined) continue;
+  if (!CASES[c].includes(only)) continue;
   const n = c === 1 || c === 2 ? iterations / 4 : iterations;
   for (let i = 0; i < 50; i++) await copyOnce(old, c), await copyOnce(current, c);
   // [copy, copy and disposal] of each side, and their ratios.

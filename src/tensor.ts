@@ -26,6 +26,17 @@ import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkFromArgs } from "./tensor_from_args.ts";
 
+/** Whether two shapes have the same dimensions. */
+export function sameDims(a: readonly number[], b: readonly number[]): boolean {
+  if (a === b) return true;
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+// A disposed tensor's offset (a tensor's offset is otherwise >= 0).
+const DISPOSED = -1;
+
 // Device strings are shared, not built per tensor.
 const DEVICE_NAMES: string[] = [];
 
@@ -91,6 +102,19 @@ export interface TensorInternals {
    * longer has its bytes (one call per leaf).
    */
   walkData(tensor: Tensor): TypedArray | undefined | typeof REJECTED_LEAF;
+  /**
+   * The host data of a live CPU tensor of `dtype`, `byteLength` and
+   * `shape` that still has its bytes (as `walkData` reads it); undefined
+   * for any other tensor (another description, a disposed or pinned one, a
+   * detached view). One call for a copy into an earlier result, which
+   * compares every leaf with the tensor it replaces.
+   */
+  hostView(
+    tensor: Tensor,
+    dtype: DType,
+    byteLength: number,
+    shape: readonly number[],
+  ): TypedArray | undefined;
   /** Reads a tensor's description into `into` (one call, where a leaf needs several fields). */
   read(tensor: Tensor, into: TensorFields): void;
   /** The host arena a CPU tensor's data lies in, if any (found when the tensor was made). */
@@ -163,12 +187,15 @@ export class Tensor {
   readonly #byteLength: number;
   readonly #deviceIndex: DeviceIndex;
   #data: TypedArray | undefined;
-  #storage: Storage | undefined;
+  // Where the bytes lie beyond a view: the pooled storage of a tensor that
+  // wraps no data, else the host arena the wrapped data lies in (found
+  // once here rather than per copy: a lookup on the data's buffer for every
+  // leaf of every copy). One field for both, and `disposed` as a negative
+  // offset: every output of every copy pays each field in allocation and
+  // GC (9 fields were 96 bytes a tensor, 7 are 80).
+  #memory: Storage | ArenaMemory | undefined;
+  // The byte offset in the storage; DISPOSED once disposed.
   #offset = 0;
-  #disposed = false;
-  // The host arena the wrapped data lies in, found once here rather than
-  // per copy (a lookup on the data's buffer for every leaf of every copy).
-  #arena: ArenaMemory | undefined;
 
   /** `contents`: the host data wrapped, or the byte length of a tensor to be bound. */
   private constructor(
@@ -196,7 +223,7 @@ export class Tensor {
     } else {
       this.#byteLength = contents.byteLength;
       this.#data = contents;
-      this.#arena = arenaOf(contents);
+      this.#memory = arenaOf(contents);
     }
   }
 
@@ -228,20 +255,19 @@ export class Tensor {
       new Tensor(CONSTRUCT, dtype, shape, device, contents);
     tensorInternals.createBound = (dtype, shape, device, byteLength, storage, offset) => {
       const tensor = new Tensor(CONSTRUCT, dtype, shape, device, byteLength);
-      tensor.#storage = storage;
+      tensor.#memory = storage;
       tensor.#offset = offset;
       return tensor;
     };
     tensorInternals.bind = (tensor, storage, offset) => {
-      tensor.#storage = storage;
+      tensor.#memory = storage;
       tensor.#offset = offset;
     };
     tensorInternals.rebind = (tensor, data) => {
-      tensor.#storage?.release();
-      tensor.#storage = undefined;
+      tensor.#storageOf()?.release();
       tensor.#offset = 0;
       tensor.#data = data;
-      tensor.#arena = arenaOf(data);
+      tensor.#memory = arenaOf(data);
     };
     tensorInternals.share = (tensor) => {
       const shared = new Tensor(
@@ -251,22 +277,22 @@ export class Tensor {
         tensor.#deviceIndex,
         tensor.#byteLength,
       );
-      const storage = tensor.#storage;
+      const storage = tensor.#storageOf();
       if (storage !== undefined) {
         // Its own hold: either tensor may be disposed first.
         storage.retain();
-        shared.#storage = storage;
+        shared.#memory = storage;
         shared.#offset = tensor.#offset;
       } else {
         // Host data: the view keeps the bytes alive, whoever disposes.
         shared.#data = tensor.#data;
-        shared.#arena = tensor.#arena;
+        shared.#memory = tensor.#memory;
       }
       return shared;
     };
     tensorInternals.device = (tensor) => tensor.#deviceIndex;
-    tensorInternals.storage = (tensor) => tensor.#storage;
-    tensorInternals.address = (tensor) => tensor.#storage!.address + tensor.#offset;
+    tensorInternals.storage = (tensor) => tensor.#storageOf();
+    tensorInternals.address = (tensor) => tensor.#storageOf()!.address + tensor.#offset;
     tensorInternals.data = (tensor) => {
       const data = tensor.#data;
       // The walk reads this for every CPU tensor leaf: one comparison on
@@ -275,21 +301,35 @@ export class Tensor {
         ? data
         : tensor.#fixLength(data);
     };
-    tensorInternals.arena = (tensor) => tensor.#arena;
+    tensorInternals.arena = (tensor) => tensor.#arenaOf();
     tensorInternals.walkData = (tensor) => {
-      if (tensor.#disposed) return REJECTED_LEAF;
+      if (tensor.#offset === DISPOSED) return REJECTED_LEAF;
       const data = tensor.#data;
       if (data === undefined || data.byteLength === tensor.#byteLength) return data;
       const fixed = tensor.#fixLength(data);
       return fixed.byteLength === tensor.#byteLength ? fixed : REJECTED_LEAF;
+    };
+    tensorInternals.hostView = (tensor, dtype, byteLength, shape) => {
+      if (
+        tensor.#deviceIndex !== CPU || tensor.#dtype !== dtype ||
+        tensor.#byteLength !== byteLength || !sameDims(tensor.#shape, shape)
+      ) {
+        return undefined;
+      }
+      // Undefined once disposed, and for a pinned tensor (its storage).
+      const data = tensor.#data;
+      if (data === undefined || data.byteLength === byteLength) return data;
+      const fixed = tensor.#fixLength(data);
+      return fixed.byteLength === byteLength ? fixed : undefined;
     };
     tensorInternals.read = (tensor, into) => {
       into.device = tensor.#deviceIndex;
       into.dtype = tensor.#dtype;
       into.shape = tensor.#shape;
       into.byteLength = tensor.#byteLength;
-      into.arena = tensor.#arena;
-      into.storage = tensor.#storage;
+      const wrapsNoData = tensor.#data === undefined;
+      into.arena = wrapsNoData ? undefined : tensor.#memory as ArenaMemory | undefined;
+      into.storage = wrapsNoData ? tensor.#memory as Storage | undefined : undefined;
     };
   }
 
@@ -328,18 +368,19 @@ export class Tensor {
 
   /** Whether the tensor's host memory is page-locked (pinned). */
   get pinned(): boolean {
-    return this.#deviceIndex === CPU && this.#storage !== undefined;
+    return this.#deviceIndex === CPU && this.#storageOf() !== undefined;
   }
 
   /** Whether {@linkcode Tensor.dispose} was called. */
   get disposed(): boolean {
-    return this.#disposed;
+    return this.#offset === DISPOSED;
   }
 
   /** Address of the first byte (host or device); null for an empty tensor. */
   get ptr(): Deno.PointerValue {
     this.#assertLive();
-    if (this.#storage) return pointerOf(this.#storage.address + this.#offset);
+    const storage = this.#storageOf();
+    if (storage) return pointerOf(storage.address + this.#offset);
     return pointerOfView(this.#wrapped()!);
   }
 
@@ -363,7 +404,7 @@ export class Tensor {
     const exact = data && Object.getPrototypeOf(data) === cls.prototype;
     if (exact && typedArrayNameOf(data) === cls.name) return data;
     if (data) return new cls(data.buffer, data.byteOffset, this.numel);
-    const storage = this.#storage!;
+    const storage = this.#storageOf()!;
     return new cls(pinnedBuffer(storage.block), this.#offset, this.numel);
   }
 
@@ -399,16 +440,17 @@ export class Tensor {
    */
   dispose(options?: DisposeOptions): void {
     const after = afterOption(options);
-    if (this.#disposed) return;
+    if (this.#offset === DISPOSED) return;
+    const storage = this.#storageOf();
     if (after !== undefined) {
       const release = after instanceof OrderedRelease
         ? after
         : new OrderedRelease(after as After, "option after");
-      release.order(this.#storage, this.#deviceIndex, this.#arena);
+      release.order(storage, this.#deviceIndex, this.#arenaOf());
     }
-    this.#disposed = true;
-    this.#storage?.release();
-    this.#storage = undefined;
+    this.#offset = DISPOSED;
+    storage?.release();
+    this.#memory = undefined;
     this.#data = undefined;
   }
 
@@ -420,8 +462,18 @@ export class Tensor {
   /** Shows dtype, shape and device in `console.log`. */
   [Symbol.for("Deno.customInspect")](): string {
     return `Tensor(${this.dtype}, [${this.shape.join(", ")}], ${this.device}${
-      this.#disposed ? ", disposed" : ""
+      this.#offset === DISPOSED ? ", disposed" : ""
     })`;
+  }
+
+  /** The pooled storage behind this tensor: its memory where it wraps no data. */
+  #storageOf(): Storage | undefined {
+    return this.#data === undefined ? this.#memory as Storage | undefined : undefined;
+  }
+
+  /** The host arena the wrapped data lies in: its memory where it wraps data. */
+  #arenaOf(): ArenaMemory | undefined {
+    return this.#data === undefined ? undefined : this.#memory as ArenaMemory | undefined;
   }
 
   /** The wrapped host data, checked to still hold the tensor's bytes. */
@@ -459,7 +511,7 @@ export class Tensor {
   }
 
   #assertLive(): void {
-    if (!this.#disposed) return;
+    if (this.#offset !== DISPOSED) return;
     const what = `${this.dtype} [${this.shape.join(", ")}] on ${this.device}`;
     throw new Error(`Cannot use a disposed tensor (${what}): copy or wrap the data again`);
   }

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
 import { startCopy, Tensor } from "../mod.ts";
+import { CPU } from "../src/device.ts";
+import { REJECTED_LEAF, sameDims, tensorInternals } from "../src/tensor.ts";
 
 Deno.test("Tensor.from() wraps host data without copying", () => {
   const data = new Float32Array([1, 2, 3, 4, 5, 6]);
@@ -180,4 +182,63 @@ Deno.test("a copy to the CPU of a length-tracking view keeps its shape while the
   assert.deepEqual([...boxes.toTypedArray()], [1, 2, 0, 0]);
   buffer.transfer();
   assert.throws(() => boxes.toTypedArray(), /detached/);
+});
+
+Deno.test("tensorInternals.hostView answers what the plain reading answers (walkData and the fields), on hostile tensors", () => {
+  // Differential: the one-call check of a copy into an earlier result
+  // against walkData plus the tensor's fields read one by one.
+  let seed = 17;
+  const rand = (n: number) => { // mulberry32
+    seed = (seed + 0x6d2b79f5) | 0;
+    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) % n;
+  };
+  let accepted = 0;
+  const dtypes = ["float32", "int32", "uint8", "bool", "float64"] as const;
+  const classes = [Float32Array, Int32Array, Uint8Array, Uint8Array, Float64Array];
+  for (let trial = 0; trial < 3000; trial++) {
+    const kind = rand(5);
+    const length = rand(4) * 2;
+    const resizable = rand(3) === 0;
+    const size = classes[kind].BYTES_PER_ELEMENT;
+    const buffer = resizable
+      ? new ArrayBuffer(length * size, { maxByteLength: 64 * size })
+      : new ArrayBuffer(length * size);
+    // A length-tracking view over a resizable buffer, else a fixed one.
+    const view = resizable ? new classes[kind](buffer) : new classes[kind](buffer, 0, length);
+    const shape = length === 0 || rand(2) === 0 ? [length] : [2, length / 2];
+    const tensor = Tensor.from(view, shape, dtypes[kind]);
+    switch (rand(6)) {
+      case 0:
+        tensor.dispose();
+        break;
+      case 1:
+        if (resizable) buffer.resize(rand(64) * size); // grown or shrunk
+        break;
+      case 2:
+        buffer.transfer(); // detached
+        break;
+    }
+    const dtype = rand(3) === 0 ? dtypes[rand(5)] : tensor.dtype;
+    const byteLength = rand(4) === 0 ? rand(4) * 4 : tensor.byteLength;
+    const wanted = rand(4) === 0 ? [rand(4)] : rand(2) === 0 ? [...tensor.shape] : tensor.shape;
+    const fast = tensorInternals.hostView(tensor, dtype, byteLength, wanted);
+    const data = tensorInternals.walkData(tensor);
+    const plain = data !== undefined && data !== REJECTED_LEAF &&
+        tensorInternals.device(tensor) === CPU && tensor.dtype === dtype &&
+        tensor.byteLength === byteLength && sameDims(tensor.shape, wanted)
+      ? data
+      : undefined;
+    assert.equal(fast, plain, `trial ${trial}`);
+    if (fast !== undefined) accepted++;
+  }
+  assert.ok(accepted > 300 && accepted < 2700, `${accepted} accepted: both answers are tried`);
+});
+
+Deno.test("sameDims compares dimensions, not identity", () => {
+  assert.ok(sameDims([2, 3], [2, 3]));
+  assert.ok(!sameDims([2, 3], [3, 2]));
+  assert.ok(!sameDims([2], [2, 1]));
+  assert.ok(sameDims([], []));
 });

@@ -23,7 +23,7 @@ import { isDetached, type TypedArray } from "../../dtype.ts";
 import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
 import { type LeafCheck, matchShape } from "../../reuse/into_match.ts";
 import { describe, isLeafArray } from "../../reuse/into_shape.ts";
-import { REJECTED_LEAF, Tensor, tensorInternals } from "../../tensor.ts";
+import { REJECTED_LEAF, sameDims, Tensor, tensorInternals } from "../../tensor.ts";
 import { DIRECT, type IntoRecord, PACK, UNSET } from "./record.ts";
 
 /** The data's leaf is not of the tensor's dtype and shape (or not a leaf). */
@@ -45,14 +45,7 @@ const FIELDS: LeafFields = leafFields();
 function fits(record: IntoRecord, n: number, fields: LeafFields): boolean {
   return fields.device === CPU && fields.dtype === record.dtypes[n] &&
     fields.byteLength === record.byteLengths[n] &&
-    sameShape(fields.shape, record.shape.tensors[n].shape);
-}
-
-function sameShape(a: readonly number[], b: readonly number[]): boolean {
-  if (a === b) return true;
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
+    sameDims(fields.shape, record.shape.tensors[n].shape);
 }
 
 /**
@@ -80,15 +73,8 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
     let arena: ArenaMemory | undefined;
     let view: TypedArray | undefined;
     if (x instanceof Tensor) {
-      const data = tensorInternals.walkData(x);
-      if (
-        data !== undefined && data !== REJECTED_LEAF && tensorInternals.device(x) === CPU &&
-        x.dtype === dtypes[n] && x.byteLength === byteLengths[n] &&
-        sameShape(x.shape, tensors[n].shape)
-      ) {
-        view = data;
-        arena = tensorInternals.arena(x);
-      }
+      view = tensorInternals.hostView(x, dtypes[n], byteLengths[n], tensors[n].shape);
+      if (view !== undefined) arena = tensorInternals.arena(x);
     } else if (
       isLeafArray(x) && x.byteLength === byteLengths[n] && x.byteLength !== 0 &&
       tensors[n].shape.length === 1 && CODE_DTYPE[arrayCodeOf(x)] === dtypes[n]
