@@ -234,20 +234,29 @@ export class Route implements LeafSink {
     return tensorInternals.address(this.leaves[index] as Tensor);
   }
 
+  /** The pooled storage leaf `index` lies in (a tensor in pooled memory: device or pinned). */
+  sourceStorage(index: number): Storage | undefined {
+    return tensorInternals.storage(this.leaves[index] as Tensor);
+  }
+
   /**
-   * Records where the bytes of every leaf in pooled memory lie (its address;
-   * a pinned leaf's view too), so that the transfers no longer ask the
+   * Records where the bytes of every leaf in pooled memory lie (its address
+   * and storage; a pinned leaf's view too), so that the transfers no longer ask the
    * tensors: for a copy about to wait for memory, while user code may
    * dispose them (their storages are held, their memory stays: Note
    * [Copies that wait for memory] in transfer/admission.ts).
    */
   captureSources(): void {
     const addresses: number[] = [];
+    const storages: Storage[] = [];
     const pinned: boolean[] = [];
     for (let i = 0; i < this.#moving; i++) {
       const leaf = this.leaves[i];
-      if (!(leaf instanceof Tensor) || tensorInternals.storage(leaf) === undefined) continue;
+      if (!(leaf instanceof Tensor)) continue;
+      const storage = tensorInternals.storage(leaf);
+      if (storage === undefined) continue;
       addresses[i] = tensorInternals.address(leaf);
+      storages[i] = storage;
       pinned[i] = leaf.pinned;
       if (leaf.pinned) this.hostData[i] = leaf.toTypedArray();
     }
@@ -255,6 +264,8 @@ export class Route implements LeafSink {
     // the plain ones (a check in them cost GPU→CPU copies 2–4 %, per leaf).
     this.sourceAddress = (index) =>
       addresses[index] ?? tensorInternals.address(this.leaves[index] as Tensor);
+    this.sourceStorage = (index) =>
+      storages[index] ?? tensorInternals.storage(this.leaves[index] as Tensor);
     this.isPinned = (index) => pinned[index] ?? false;
   }
 

@@ -1,7 +1,8 @@
 /**
- * CUDA → CPU: small tensors are gathered on their device into one packed
- * buffer per chunk (one kernel) and sent with one DMA into a pinned chunk;
- * the rest one by one into pinned blocks.
+ * CUDA → CPU: runs of tensors that lie in order in one device block go
+ * with one DMA each (mirror_runs.ts); other small tensors are gathered on
+ * their device into one packed buffer per chunk (one kernel) and sent with
+ * one DMA into a pinned chunk; the rest one by one into pinned blocks.
  *
  * @module
  */
@@ -11,6 +12,7 @@ import { pinnedPool } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { gatherChunks, placeChunks } from "./chunks.ts";
+import { findRuns, sendRuns } from "./mirror_runs.ts";
 import type { Submission } from "./submission.ts";
 
 /** Queues the CUDA→CPU leaves `list` of device `source`, then its completion event. */
@@ -21,12 +23,26 @@ export function deviceToHost(
   list: number[],
 ): void {
   submission.involve(source);
-  const chunks = route.options.packCpuTensors
-    ? placeChunks(route, { indices: list, pool: pinnedPool, packer: route.packer })
+  const pack = route.options.packCpuTensors;
+  const runs = pack ? findRuns(route, list) : [];
+  // The leaves left for the gather (all of them without runs: then the
+  // walk's packing plan holds for them).
+  let rest = list;
+  if (runs.length > 0) {
+    const sent = new Uint8Array(list.length);
+    sendRuns(route, submission, source, list, runs, sent);
+    rest = list.filter((_, k) => sent[k] === 0);
+  }
+  const chunks = pack
+    ? placeChunks(route, {
+      indices: rest,
+      pool: pinnedPool,
+      packer: rest === list ? route.packer : undefined,
+    })
     : [];
   const packed = gatherChunks(route, submission, {
     source,
-    list,
+    list: rest,
     chunks,
     chunkPool: pinnedPool,
     send: ({ table, count, scratch, dst, payload }) => {
@@ -36,9 +52,9 @@ export function deviceToHost(
   });
   let packedCount = 0;
   for (const { plan } of chunks) packedCount += plan.members.length;
-  for (let k = 0; packedCount < list.length && k < list.length; k++) {
+  for (let k = 0; packedCount < rest.length && k < rest.length; k++) {
     if (packed[k]) continue;
-    const i = list[k];
+    const i = rest[k];
     const bytes = route.outputs[i].byteLength;
     const block = pinnedPool.acquire(bytes);
     route.bind(i, new Storage(pinnedPool, block, 1), 0);

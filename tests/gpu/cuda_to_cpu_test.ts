@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, startCopy, Tensor } from "../../mod.ts";
+import type { TypedArray } from "../../src/dtype.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import {
   assertRoundTrip,
@@ -43,9 +44,15 @@ for (const packCpuTensors of [true, false]) {
   }
 }
 
+/** The tensors of a result in falling address order: no two lie in order (no run). */
+function scattered(onDevice: unknown): Tensor[] {
+  return (flatten(onDevice) as Tensor[]).slice().reverse();
+}
+
 Deno.test({
   ...gpu,
-  name: "the reference batch leaves the GPU with one device-to-host transfer per chunk",
+  name:
+    "the reference batch copied back leaves the GPU as it lies: one device-to-host transfer, no gather kernel",
   async fn() {
     const batch = createBatchMetaData(16);
     const onDevice = await startCopy(batch, "cuda:0").get();
@@ -59,9 +66,96 @@ Deno.test({
     assert.equal(stats.chunks, 1);
     assert.equal(stats.copies, 1);
     assert.equal(after.copies - before.copies, 1);
-    assert.equal(after.kernels - before.kernels, 1);
+    assert.equal(after.kernels - before.kernels, 0);
     assertRoundTrip(batch, back, "cpu");
+    // Each output lies at its device address's distance from the range's
+    // start, so it keeps that address's alignment (modulo 256).
+    const sources = flatten(onDevice) as Tensor[];
+    const outputs = flatten(back) as Tensor[];
+    const first = outputs.findIndex((tensor) => tensor.byteLength > 0);
+    outputs.forEach((tensor, i) => {
+      assert.ok(tensor.pinned);
+      if (tensor.byteLength === 0) return;
+      assert.equal(ptrAddress(tensor) % 256, ptrAddress(sources[i]) % 256, `leaf ${i}`);
+      assert.equal(
+        ptrAddress(tensor) - ptrAddress(outputs[first]),
+        ptrAddress(sources[i]) - ptrAddress(sources[first]),
+        `leaf ${i}`,
+      );
+    });
     disposeAll([onDevice, back]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "tensors that do not lie in order on the GPU are gathered by one kernel into one transfer per chunk",
+  async fn() {
+    const batch = createBatchMetaData(16);
+    const onDevice = await startCopy(batch, "cuda:0").get();
+    const before = testAids!.counters();
+    const handle = startCopy(scattered(onDevice), "cpu");
+    const back = await handle.get();
+    const after = testAids!.counters();
+    const stats = handle.stats();
+    assert.equal(stats.packedTensors, 528);
+    assert.equal(stats.chunks, 1);
+    assert.equal(stats.copies, 1);
+    assert.equal(after.copies - before.copies, 1);
+    assert.equal(after.kernels - before.kernels, 1);
+    assertRoundTrip(flatten(batch).reverse(), back, "cpu");
+    disposeAll([onDevice, back]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "copies to the CPU by runs and gathers agree bit for bit with one copy per tensor, on hostile layouts",
+  async fn() {
+    // Differential: tensors of three results (so three device blocks),
+    // picked in random orders and subsets, with empty and large ones,
+    // copied back with packing (runs where they lie in order, a gather
+    // elsewhere) and without (one DMA per tensor, the plain path).
+    let seed = 5;
+    const rand = (n: number) => {
+      seed = (seed * 16807) % 2147483647;
+      return seed % n;
+    };
+    const makers = [Float32Array, Uint8Array, Int16Array, Float64Array, BigInt64Array] as const;
+    const results = [];
+    for (let r = 0; r < 3; r++) {
+      const input = Array.from({ length: 40 }, (_, i) => {
+        const cls = makers[rand(makers.length)];
+        const length = rand(10) === 0 ? 0 : rand(5) === 0 ? 40_000 : 1 + rand(70);
+        return randomArray(cls as never, length, 100 * r + i);
+      });
+      results.push({ input, onDevice: await startCopy(input, "cuda:0").get() });
+    }
+    let runs = 0;
+    for (let trial = 0; trial < 40; trial++) {
+      const picked: [TypedArray, Tensor][] = [];
+      const count = 1 + rand(60);
+      let r = rand(3), i = rand(40);
+      for (let k = 0; k < count; k++) {
+        // Mostly onward from the last pick (runs), sometimes anywhere.
+        if (rand(4) === 0) r = rand(3), i = rand(40);
+        else i = (i + 1 + (rand(5) === 0 ? 1 : 0)) % 40;
+        picked.push([results[r].input[i], results[r].onDevice[i]]);
+      }
+      const sources = picked.map(([, t]) => t);
+      const before = testAids!.counters();
+      const handle = startCopy(sources, "cpu");
+      const packed = await handle.get();
+      if (testAids!.counters().kernels === before.kernels && handle.stats().chunks > 0) runs++;
+      const plain = await startCopy(sources, "cpu", { packCpuTensors: false }).get();
+      assertRoundTrip(picked.map(([a]) => a), packed, "cpu");
+      assertRoundTrip(plain, packed, "cpu");
+      disposeAll([packed, plain]);
+    }
+    assert.ok(runs > 5, `${runs} trials went by runs alone`);
+    for (const { onDevice } of results) disposeAll(onDevice);
   },
 });
 
@@ -76,12 +170,12 @@ Deno.test({
     testAids!.disableKernels(true);
     try {
       const before = testAids!.counters();
-      const back = await startCopy(onDevice, "cpu").get();
+      const back = await startCopy(scattered(onDevice), "cpu").get();
       const after = testAids!.counters();
       assert.equal(after.kernels - before.kernels, 0);
       // One device-to-device copy per non-empty tensor, then the one transfer.
       assert.equal(after.copies - before.copies, nonEmpty + 1);
-      assertRoundTrip(batch, back, "cpu");
+      assertRoundTrip(flatten(batch).reverse(), back, "cpu");
       disposeAll(back);
     } finally {
       testAids!.disableKernels(false);

@@ -1,12 +1,13 @@
 import assert from "node:assert/strict";
 import { deviceCount, disposeAll, startCopy } from "../../mod.ts";
 
-// What device_to_host.ts decides: packed leaves gathered on the device into
-// one chunk (one gather and DMA), the others one DMA each, an empty tensor
-// none; the outputs are pinned. Needs CUDA.
+// What device_to_host.ts decides: packed leaves go in one transfer (a run
+// where they lie in order on the device, else gathered into one chunk), the
+// others one DMA each, an empty tensor none; the outputs are pinned. Needs
+// CUDA. (Runs against gathers: tests/gpu/cuda_to_cpu_test.ts.)
 
 Deno.test({
-  name: "deviceToHost gathers packed leaves in one transfer, else one per non-empty tensor",
+  name: "deviceToHost sends packed leaves in one transfer, else one per non-empty tensor",
   ignore: deviceCount() === 0,
   fn: async () => {
     const data = [new Float32Array(4).fill(5), new Uint8Array(3).fill(6), new Int32Array(0)];
