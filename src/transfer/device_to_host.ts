@@ -24,15 +24,10 @@ export function deviceToHost(
 ): void {
   submission.involve(source);
   const pack = route.options.packCpuTensors;
-  const runs = pack ? findRuns(route, list) : [];
+  const runs = pack ? findRuns(route, list) : undefined;
   // The leaves left for the gather (all of them without runs: then the
   // walk's packing plan holds for them).
-  let rest = list;
-  if (runs.length > 0) {
-    const sent = new Uint8Array(list.length);
-    sendRuns(route, submission, source, list, runs, sent);
-    rest = list.filter((_, k) => sent[k] === 0);
-  }
+  const rest = runs ? sendRuns(route, submission, source, list, runs) : list;
   const chunks = pack
     ? placeChunks(route, {
       indices: rest,

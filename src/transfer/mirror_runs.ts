@@ -42,12 +42,19 @@ export const MAX_RUN_GAP = 256;
 /** A run's pinned block keeps the range's address modulo this (alignment of every output). */
 export const RUN_ADDRESS_MODULUS = 256;
 
-/** A run: its positions in the list, and the device range `start` to `end` they lie in. */
-export interface MirrorRun {
-  members: number[];
-  start: number;
-  end: number;
+/** The runs among a list of leaves: each run's range, and each position's run and address. */
+export interface MirrorRuns {
+  /** Each run's device range, `start` to `end`, and its number of members. */
+  readonly ranges: { start: number; end: number; count: number }[];
+  /** The run of each position of the list; -1 for a leaf in none. */
+  readonly runOf: Int32Array;
+  /** The device address of each position in a run (not read for an empty leaf). */
+  readonly addressOf: Float64Array;
 }
+
+// The columns, reused (a copy back of the reference batch fills 528 of each).
+let runOfColumn = new Int32Array(1024);
+let addressColumn = new Float64Array(1024);
 
 /** What finding runs reads of a route (tests give a stand-in). */
 export interface RunSources {
@@ -57,81 +64,116 @@ export interface RunSources {
   readonly outputs: ArrayLike<{ readonly byteLength: number }>;
   /** The device address of leaf `index` (not asked of an empty leaf). */
   sourceAddress(index: number): number;
-  /** The pooled storage leaf `index` lies in (not asked of an empty leaf). */
+  /** The pooled storage leaf `index` lies in (not asked of an empty leaf, nor where there is one). */
   sourceStorage(index: number): unknown;
+  /** The pooled storages the input leaves lie in (see {@linkcode Route.inputStorages}). */
+  inputStorages(): readonly unknown[];
 }
 
-/** The runs among the leaves at `list` (route indices of one device's CUDA→CPU leaves), in order. */
-export function findRuns(route: RunSources, list: readonly number[]): MirrorRun[] {
-  const runs: MirrorRun[] = [];
+/**
+ * The runs among the leaves at `list` (route indices of one device's
+ * CUDA→CPU leaves), in order; undefined where there is none. Its columns
+ * are valid until the next call.
+ */
+export function findRuns(route: RunSources, list: readonly number[]): MirrorRuns | undefined {
+  const n = list.length;
+  if (runOfColumn.length < n) {
+    runOfColumn = new Int32Array(n);
+    addressColumn = new Float64Array(n);
+  }
+  const runOf = runOfColumn.subarray(0, n);
+  const addressOf = addressColumn.subarray(0, n);
+  runOf.fill(-1);
+  const ranges: MirrorRuns["ranges"] = [];
   const chunkLimit = route.options.maxPackedChunkBytes;
   const leafLimit = Math.min(MAX_PACKED_TENSOR_BYTES, chunkLimit);
-  let members: number[] = [];
+  // The open run: its first position, members, range and storage.
+  let first = -1;
+  let count = 0;
   let start = 0;
   let end = 0;
   let storage: unknown;
-  const close = () => {
-    if (members.length >= 2) runs.push({ members, start, end });
-    members = [];
+  // Where every input lies in one storage (a result copied back whole), no
+  // leaf's storage is asked.
+  const one = route.inputStorages().length === 1;
+  const close = (k: number) => {
+    if (count >= 2) {
+      ranges.push({ start, end, count });
+    } else {
+      for (let p = first; p >= 0 && p < k; p++) runOf[p] = -1;
+    }
+    first = -1;
+    count = 0;
   };
-  for (let k = 0; k < list.length; k++) {
+  for (let k = 0; k < n; k++) {
     const i = list[k];
     const bytes = route.outputs[i].byteLength;
     if (bytes > leafLimit) continue;
     // An empty leaf joins an open run wherever it lies (its output is
     // bound at the block's start: it views no byte).
     if (bytes === 0) {
-      if (members.length > 0) members.push(k);
+      if (count > 0) runOf[k] = ranges.length, count++;
       continue;
     }
     const address = route.sourceAddress(i);
-    const held = route.sourceStorage(i);
+    const held = one ? storage : route.sourceStorage(i);
     if (
-      members.length === 0 || held !== storage || address < end || address - end > MAX_RUN_GAP ||
+      count === 0 || held !== storage || address < end || address - end > MAX_RUN_GAP ||
       address + bytes - start > chunkLimit
     ) {
-      close();
+      close(k);
+      first = k;
       start = address;
       storage = held;
     }
-    members.push(k);
+    runOf[k] = ranges.length;
+    addressOf[k] = address;
+    count++;
     end = address + bytes;
   }
-  close();
-  return runs;
+  close(n);
+  return ranges.length === 0 ? undefined : { ranges, runOf, addressOf };
 }
 
 /**
  * Queues one DMA per run from device `source` into a pinned block of its
- * own and binds the run's outputs to it (after the DMA is queued, in
+ * own and binds the runs' outputs to them (after the DMAs are queued, in
  * `finally`: Note [Bind outputs after the transfer, in finally] in
- * chunks.ts); marks the positions sent in `sent`.
+ * chunks.ts). Returns the route indices of the leaves in no run, in order.
  */
 export function sendRuns(
   route: Route,
   submission: Submission,
   source: number,
   list: readonly number[],
-  runs: readonly MirrorRun[],
-  sent: Uint8Array,
-): void {
-  for (const { members, start, end } of runs) {
-    const lead = start % RUN_ADDRESS_MODULUS;
-    const block = pinnedPool.acquire(lead + end - start);
-    const base = block.address + lead - start; // a device address + base: its host address
-    try {
-      copyAsync({ device: source, dst: base + start, src: start, bytes: end - start });
+  { ranges, runOf, addressOf }: MirrorRuns,
+): number[] {
+  const storages: Storage[] = [];
+  const shifts: number[] = []; // a device address + shift: its offset in the run's block
+  const rest: number[] = [];
+  try {
+    for (const { start, end, count } of ranges) {
+      const lead = start % RUN_ADDRESS_MODULUS;
+      const block = pinnedPool.acquire(lead + end - start);
+      storages.push(new Storage(pinnedPool, block, count));
+      shifts.push(lead - start);
+      copyAsync({ device: source, dst: block.address + lead, src: start, bytes: end - start });
       submission.stats.copies++;
-    } finally {
-      const storage = new Storage(pinnedPool, block, members.length);
-      for (const k of members) {
+      submission.stats.packedTensors += count;
+      submission.stats.chunks++;
+    }
+  } finally {
+    // Every run that has a block gets its outputs, also after a failure.
+    for (let k = 0; k < list.length; k++) {
+      const r = runOf[k];
+      if (r < 0) {
+        rest.push(list[k]);
+      } else if (r < storages.length) {
         const i = list[k];
         const empty = route.outputs[i].byteLength === 0;
-        route.bind(i, storage, empty ? lead : base + route.sourceAddress(i) - block.address);
-        sent[k] = 1;
+        route.bind(i, storages[r], empty ? shifts[r] + ranges[r].start : addressOf[k] + shifts[r]);
       }
     }
-    submission.stats.packedTensors += members.length;
-    submission.stats.chunks++;
   }
+  return rest;
 }

@@ -20,12 +20,20 @@ function sources(leaves: Leaf[], maxPackedChunkBytes = 32 << 20): RunSources & {
     outputs: leaves.map(({ bytes }) => ({ byteLength: bytes })),
     sourceAddress: (i) => (asked.push(i), leaves[i].address),
     sourceStorage: (i) => leaves[i].storage,
+    inputStorages: () => [...new Set(leaves.filter((l) => l.bytes > 0).map((l) => l.storage))],
   };
 }
 
 const all = (n: number) => Array.from({ length: n }, (_, i) => i);
-const spans = (runs: ReturnType<typeof findRuns>) =>
-  runs.map(({ members, start, end }) => [members, start, end]);
+/** Each run as [its positions, start, end]. */
+function spans(runs: ReturnType<typeof findRuns>): [number[], number, number][] {
+  if (runs === undefined) return [];
+  return runs.ranges.map(({ start, end, count }, r) => {
+    const members = [...runs.runOf.keys()].filter((k) => runs.runOf[k] === r);
+    assert.equal(members.length, count);
+    return [members, start, end];
+  });
+}
 
 Deno.test("a packed result (leaves in order, padding between them) is one run over its range", () => {
   const leaves = [
