@@ -17,21 +17,14 @@
  */
 
 import { arenaOf } from "./arena_index.ts";
-import { arrayCodeOf, CODE_DTYPE, NO_CODE } from "./array_code.ts";
+import { arrayCodeOf, CODE_DTYPE } from "./array_code.ts";
 import { CPU } from "./device.ts";
 import type { TypedArray } from "./dtype.ts";
 import { Tensor, type TensorFields, tensorFields, tensorInternals } from "./tensor.ts";
 import { vectorShape } from "./vector_shape.ts";
 
-/** A leaf's fields: a tensor's, and the class code of a TypedArray leaf. */
-export interface LeafFields extends TensorFields {
-  /**
-   * The class code (array_code.ts) of a TypedArray leaf; {@linkcode NO_CODE}
-   * for a `Tensor` (its bytes' class is read from its data where needed) and
-   * for a view that is not a built-in TypedArray.
-   */
-  code: number;
-}
+/** A leaf's fields: those of the tensor it is or stands for (its class code included). */
+export type LeafFields = TensorFields;
 
 /**
  * A {@linkcode LeafFields} to read leaves into, reused by its owner (no
@@ -46,7 +39,7 @@ export interface LeafFields extends TensorFields {
  * ```
  */
 export function leafFields(): LeafFields {
-  return { ...tensorFields(), code: NO_CODE };
+  return tensorFields();
 }
 
 /**
@@ -68,7 +61,6 @@ export function leafFields(): LeafFields {
 export function readLeaf(leaf: TypedArray | Tensor, out: LeafFields): void {
   if (leaf instanceof Tensor) {
     tensorInternals.read(leaf, out);
-    out.code = NO_CODE;
     return;
   }
   const code = arrayCodeOf(leaf);

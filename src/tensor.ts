@@ -10,6 +10,7 @@
 
 import { pointerOf, pointerOfView } from "../ffi/native.ts";
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
+import { arrayCodeOf, NO_CODE } from "./array_code.ts";
 import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import {
   arrayClassOf,
@@ -33,6 +34,9 @@ export function sameDims(a: readonly number[], b: readonly number[]): boolean {
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
   return true;
 }
+
+// A tensor's class code before it is first read (see `#code`).
+const UNKNOWN_CODE = -2;
 
 // A disposed tensor's offset (a tensor's offset is otherwise >= 0).
 const DISPOSED = -1;
@@ -138,6 +142,12 @@ export interface TensorFields {
   byteLength: number;
   arena: ArenaMemory | undefined;
   storage: Storage | undefined;
+  /**
+   * The class code (array_code.ts) of the host data (of a TypedArray leaf,
+   * or the data a CPU tensor wraps); {@linkcode NO_CODE} for a tensor that
+   * wraps none and for a view that is no built-in TypedArray.
+   */
+  code: number;
 }
 
 /**
@@ -159,6 +169,7 @@ export function tensorFields(): TensorFields {
     byteLength: 0,
     arena: undefined,
     storage: undefined,
+    code: NO_CODE,
   };
 }
 
@@ -196,6 +207,10 @@ export class Tensor {
   #memory: Storage | ArenaMemory | undefined;
   // The byte offset in the storage; DISPOSED once disposed.
   #offset = 0;
+  // The class code (array_code.ts) of the wrapped data, found on the first
+  // copy that packs it and kept (a call into the TypedArray's internals per
+  // leaf of every copy cost ~6 % of a reference batch copy on an H100 host).
+  #code = UNKNOWN_CODE;
 
   /** `contents`: the host data wrapped, or the byte length of a tensor to be bound. */
   private constructor(
@@ -268,6 +283,7 @@ export class Tensor {
       tensor.#offset = 0;
       tensor.#data = data;
       tensor.#memory = arenaOf(data);
+      tensor.#code = UNKNOWN_CODE;
     };
     tensorInternals.share = (tensor) => {
       const shared = new Tensor(
@@ -287,6 +303,7 @@ export class Tensor {
         // Host data: the view keeps the bytes alive, whoever disposes.
         shared.#data = tensor.#data;
         shared.#memory = tensor.#memory;
+        shared.#code = tensor.#code;
       }
       return shared;
     };
@@ -327,9 +344,18 @@ export class Tensor {
       into.dtype = tensor.#dtype;
       into.shape = tensor.#shape;
       into.byteLength = tensor.#byteLength;
-      const wrapsNoData = tensor.#data === undefined;
-      into.arena = wrapsNoData ? undefined : tensor.#memory as ArenaMemory | undefined;
-      into.storage = wrapsNoData ? tensor.#memory as Storage | undefined : undefined;
+      const data = tensor.#data;
+      if (data === undefined) {
+        into.arena = undefined;
+        into.storage = tensor.#memory as Storage | undefined;
+        into.code = NO_CODE;
+      } else {
+        into.arena = tensor.#memory as ArenaMemory | undefined;
+        into.storage = undefined;
+        let code = tensor.#code;
+        if (code === UNKNOWN_CODE) code = tensor.#code = arrayCodeOf(data);
+        into.code = code;
+      }
     };
   }
 
