@@ -178,11 +178,19 @@ export class Route implements LeafSink {
       if (storage !== undefined && storage !== this.#lastInputStorage) {
         this.#inputStorages.push(this.#lastInputStorage = storage);
       }
-      return this.#move(leaf, source, undefined, fields.dtype, fields.shape, NO_CODE);
+      return this.#move(
+        leaf,
+        source,
+        undefined,
+        fields.dtype,
+        fields.shape,
+        fields.byteLength,
+        NO_CODE,
+      );
     }
-    const { arena, dtype, shape, code } = fields;
+    const { arena, dtype, shape, byteLength, code } = fields;
     // (An arena leaf is sent from where it lies: its class is never needed.)
-    if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape);
+    if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape, byteLength);
     // A tensor's class is its data's (a TypedArray's was read with its fields).
     return this.#move(
       leaf,
@@ -190,6 +198,7 @@ export class Route implements LeafSink {
       data,
       dtype,
       shape,
+      byteLength,
       code === NO_CODE ? arrayCodeOf(data) : code,
     );
   }
@@ -317,9 +326,9 @@ export class Route implements LeafSink {
     arena: ArenaMemory,
     dtype: DType,
     shape: readonly number[],
+    bytes: number,
   ): Tensor {
     const index = this.#moving++;
-    const bytes = leaf.byteLength;
     let output: Tensor;
     if (this.#pendingStorage !== undefined) {
       // Created where it will lie if the batch goes in one run from the
@@ -357,10 +366,10 @@ export class Route implements LeafSink {
     data: TypedArray | undefined,
     dtype: DType,
     shape: readonly number[],
+    bytes: number,
     code: number,
   ): Tensor {
     const index = this.#moving++;
-    const bytes = leaf.byteLength;
     this.movedBytes += bytes;
     this.leaves[index] = leaf;
     if (data !== undefined) this.hostData[index] = data;
@@ -393,10 +402,10 @@ export class Route implements LeafSink {
         // The walk's plan holds only for leaves of one device.
         if (this.packer) this.packer.valid = false;
       }
-      this.packer?.add(d2h.length, leaf.byteLength);
+      this.packer?.add(d2h.length, bytes);
       d2h.push(index);
     } else if (source === CPU) {
-      this.packer?.add(this.h2d.length, leaf.byteLength);
+      this.packer?.add(this.h2d.length, bytes);
       this.h2d.push(index);
       this.codes.push(code);
     } else {
