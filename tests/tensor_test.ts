@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { startCopy, Tensor } from "../mod.ts";
 import { CPU } from "../src/device.ts";
 import { REJECTED_LEAF, sameDims, tensorInternals } from "../src/tensor.ts";
+import { arrayCodeOf } from "../src/array_code.ts";
+import { leafFields, readLeaf } from "../src/leaf_fields.ts";
 
 Deno.test("Tensor.from() wraps host data without copying", () => {
   const data = new Float32Array([1, 2, 3, 4, 5, 6]);
@@ -241,4 +243,30 @@ Deno.test("sameDims compares dimensions, not identity", () => {
   assert.ok(!sameDims([2, 3], [3, 2]));
   assert.ok(!sameDims([2], [2, 1]));
   assert.ok(sameDims([], []));
+});
+
+Deno.test("the class code a tensor keeps is its data's, whatever happened to the data since (differential)", () => {
+  // The kept code against arrayCodeOf of the data read now, on tensors of
+  // every class (subclasses, views of resizable buffers that grew, shared
+  // tensors), read before and after their buffers change.
+  const fields = leafFields();
+  const classes = [Float32Array, Int8Array, Uint8ClampedArray, Uint16Array, BigInt64Array];
+  class Sub extends Uint16Array {}
+  for (let trial = 0; trial < 200; trial++) {
+    const cls = trial % 6 === 5 ? Sub : classes[trial % 5];
+    const size = cls.BYTES_PER_ELEMENT;
+    const buffer = new ArrayBuffer(4 * size, { maxByteLength: 64 * size });
+    const view = trial % 2 === 0 ? new cls(buffer) : new cls(buffer, size, 2); // tracking or fixed
+    const tensor = Tensor.from(view as never);
+    const shared = tensorInternals.share(tensor);
+    for (const step of [0, 1, 2]) {
+      if (step === 1) buffer.resize(32 * size); // a tracking view grows: the tensor refixes it
+      if (step === 2) buffer.resize(trial % 3 === 0 ? size : 40 * size); // shrunk (or grown again)
+      for (const t of [tensor, shared]) {
+        const data = tensorInternals.data(t)!;
+        readLeaf(t, fields);
+        assert.equal(fields.code, arrayCodeOf(data), `trial ${trial}, step ${step}`);
+      }
+    }
+  }
 });
