@@ -329,6 +329,7 @@ export class Route implements LeafSink {
     bytes: number,
   ): Tensor {
     const index = this.#moving++;
+    const offset = data.byteOffset;
     let output: Tensor;
     if (this.#pendingStorage !== undefined) {
       // Created where it will lie if the batch goes in one run from the
@@ -340,7 +341,7 @@ export class Route implements LeafSink {
         this.target,
         bytes,
         storage,
-        data.byteOffset,
+        offset,
       );
     } else {
       output = tensorInternals.create(dtype, shape, this.target, bytes);
@@ -354,7 +355,7 @@ export class Route implements LeafSink {
       this.arenaStarts.push(this.fromArena.length);
     }
     this.fromArena.push(index);
-    this.arenaOffsets.push(data.byteOffset);
+    this.arenaOffsets.push(offset);
     return output;
   }
 
