@@ -193,6 +193,37 @@ for (
 
 Deno.test({
   ...gpu,
+  name:
+    "small CUDA inputs of two device blocks, disposed while their copy to the CPU waits, go back by runs bit-exact",
+  async fn() {
+    // Two results (two device blocks) of small tensors: the copy back goes
+    // by runs, which read each leaf's storage and address as captured when
+    // the copy started waiting (the tensors are disposed by then).
+    const pinnedBase = pinnedPool.inUseBytes;
+    const sources = [0, 1].map((r) =>
+      Array.from({ length: 16 }, (_, i) => randomArray(Uint8Array, 128 * 1024, 40 + 16 * r + i))
+    );
+    const results: Tensor[][] = [];
+    for (const source of sources) results.push(await startCopy(source, "cuda:0").get());
+    const input = [...results[0], ...results[1]];
+    await withLimits({ pinnedBytes: pinnedPool.inUseBytes + 6 * MiB, waitMs: 10_000 }, async () => {
+      const first = await startCopy(input, "cpu").get(); // 4 MiB of pinned memory
+      const waiting = startCopy(input, "cpu");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(waiting.ready(), false, "the copy must wait for memory");
+      disposeAll(results);
+      disposeAll(first);
+      const back = await waiting.get();
+      assertRoundTrip([...sources[0], ...sources[1]], back, "cpu");
+      assert.equal(waiting.stats().chunks, 2); // one run per device block
+      disposeAll(back);
+    });
+    assert.equal(pinnedPool.inUseBytes, pinnedBase);
+  },
+});
+
+Deno.test({
+  ...gpu,
   name: "a loop that drops its results stays under the device limit (finalizers give it back)",
   async fn() {
     const base = devicePool(0).inUseBytes;
