@@ -27,7 +27,16 @@ import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkFromArgs } from "./tensor_from_args.ts";
 
-/** Whether two shapes have the same dimensions. */
+/**
+ * Whether two shapes have the same dimensions.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { sameDims } from "./tensor.ts";
+ * assert.ok(sameDims([2, 3], [2, 3]) && !sameDims([2, 3], [3, 2]));
+ * ```
+ */
 export function sameDims(a: readonly number[], b: readonly number[]): boolean {
   if (a === b) return true;
   if (a.length !== b.length) return false;
