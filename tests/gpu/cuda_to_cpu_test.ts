@@ -146,7 +146,12 @@ Deno.test({
       }
       const sources = picked.map(([, t]) => t);
       const before = testAids!.counters();
-      const handle = startCopy(sources, "cpu");
+      // Every third trial with chunks (and so runs) of at most 1000 bytes.
+      const handle = startCopy(
+        sources,
+        "cpu",
+        trial % 3 === 0 ? { maxPackedChunkBytes: 1000 } : {},
+      );
       const packed = await handle.get();
       if (testAids!.counters().kernels === before.kernels && handle.stats().chunks > 0) runs++;
       const plain = await startCopy(sources, "cpu", { packCpuTensors: false }).get();
