@@ -18,6 +18,7 @@
  */
 
 import type { Tensor } from "../tensor.ts";
+import { MAP_PROBE } from "../walk/plan_compiler.ts";
 import type { MatchColumns } from "./into_match.ts";
 import { type IntoShape, isWalked, type ShapeNode } from "./into_shape.ts";
 
@@ -52,13 +53,6 @@ type Factory = (
   hasOwnProperty: (this: object, key: string) => boolean,
   noInheritedKeys: () => boolean,
 ) => CompiledCheck;
-
-/**
- * A symbol no object has (it never leaves this module): the checks test
- * each object for it with `in` before asking for its prototype. A proxy
- * sees only its `has` trap (one that throws sends the data to matchShape).
- */
-const MAP_PROBE = Symbol("map probe");
 
 const factories = new Map<string, Factory>();
 let totalSource = 0;
@@ -181,7 +175,8 @@ export function checkSource(
         }
         const k = keyLists.push(keys) - 1;
         const proto = nullPrototype ? "null" : "ObjectPrototype";
-        // The `in` test of MAP_PROBE first: its feedback gives V8 the
+        // The `in` test of MAP_PROBE (a proxy whose `has` trap throws sends
+        // the data to matchShape) first: its feedback gives V8 the
         // object's map, with which it folds getPrototypeOf to a constant
         // (walk/plan_code.ts measured it: ~26 ns an object without, ~3 with).
         emitLine(

@@ -18,12 +18,12 @@
  * alone, as with packing, and do not end a run) that hold the same pooled
  * storage (one device block: every byte between two of its tensors is
  * memory of that block), at rising addresses at most
- * {@linkcode MAX_RUN_GAP} bytes apart, the range at most
+ * {@linkcode MAX_DEVICE_RUN_GAP} bytes apart, the range at most
  * `maxPackedChunkBytes`; two leaves at least (an empty leaf joins an
  * open run, wherever it lies). A run counts as a packed
  * chunk in the copy's stats. The pinned block starts at the range's
- * address modulo {@linkcode RUN_ADDRESS_MODULUS}, so each output keeps its
- * device address's alignment.
+ * address modulo `CHUNK_BASE_ALIGNMENT` (chunks.ts: the alignment a chunk's
+ * block is expected to have), so each output keeps its device address's alignment.
  *
  * @module
  */
@@ -34,13 +34,16 @@ import { Storage } from "../memory/storage.ts";
 import type { ResolvedOptions } from "../options.ts";
 import { MAX_PACKED_TENSOR_BYTES } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
+import { CHUNK_BASE_ALIGNMENT } from "./chunks.ts";
 import type { Submission } from "./submission.ts";
 
-/** The widest gap between neighbours of a run (a packed chunk's padding is under 16 bytes by default). */
-export const MAX_RUN_GAP = 256;
-
-/** A run's pinned block keeps the range's address modulo this (alignment of every output). */
-export const RUN_ADDRESS_MODULUS = 256;
+/**
+ * The widest gap between neighbours of a run on a device: a packed chunk's
+ * padding is under 16 bytes by default. (Runs from a host arena carry up
+ * to `MAX_RUN_GAP` of from_arena.ts, 4 KiB, where a producer interleaves
+ * other data.)
+ */
+export const MAX_DEVICE_RUN_GAP = 256;
 
 /** The runs among a list of leaves: each run's range, and each position's run and address. */
 export interface MirrorRuns {
@@ -48,7 +51,7 @@ export interface MirrorRuns {
   readonly ranges: { start: number; end: number; count: number }[];
   /** The run of each position of the list; -1 for a leaf in none. */
   readonly runOf: Int32Array;
-  /** The device address of each position in a run (not read for an empty leaf). */
+  /** The device address of each position in a run; -1 for an empty leaf. */
   readonly addressOf: Float64Array;
 }
 
@@ -128,13 +131,13 @@ export function findRuns(route: RunSources, list: readonly number[]): MirrorRuns
     // An empty leaf joins an open run wherever it lies (its output is
     // bound at the block's start: it views no byte).
     if (bytes === 0) {
-      if (count > 0) runOf[k] = ranges.length, count++;
+      if (count > 0) runOf[k] = ranges.length, addressOf[k] = -1, count++;
       continue;
     }
     const address = route.sourceAddress(i);
     const held = one ? storage : route.sourceStorage(i);
     if (
-      count === 0 || held !== storage || address < end || address - end > MAX_RUN_GAP ||
+      count === 0 || held !== storage || address < end || address - end > MAX_DEVICE_RUN_GAP ||
       address + bytes - start > chunkLimit
     ) {
       close(k);
@@ -169,7 +172,7 @@ export function sendRuns(
   const rest: number[] = [];
   try {
     for (const { start, end, count } of ranges) {
-      const lead = start % RUN_ADDRESS_MODULUS;
+      const lead = start % CHUNK_BASE_ALIGNMENT;
       const block = pinnedPool.acquire(lead + end - start);
       storages.push(new Storage(pinnedPool, block, count));
       shifts.push(lead - start);
@@ -185,9 +188,9 @@ export function sendRuns(
       if (r < 0) {
         rest.push(list[k]);
       } else if (r < storages.length) {
-        const i = list[k];
-        const empty = route.outputs[i].byteLength === 0;
-        route.bind(i, storages[r], empty ? shifts[r] + ranges[r].start : addressOf[k] + shifts[r]);
+        // An empty leaf views no byte: at the block's first payload byte.
+        const address = addressOf[k] < 0 ? ranges[r].start : addressOf[k];
+        route.bind(list[k], storages[r], address + shifts[r]);
       }
     }
   }

@@ -85,12 +85,14 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
   return plan;
 }
 /**
- * A symbol no object has (it never leaves this module): the plans' code
- * tests each object for it with `in` before asking for its prototype
- * (plan_code.ts says why). On an ordinary object the test runs no user
- * code, whatever its getters; a proxy sees only its `has` trap.
+ * A symbol no object has (it never leaves the library: mod.ts does not
+ * export it): the plans' code, and the compiled checks of a copy into an
+ * earlier result (reuse/into_code.ts), test each object for it with `in`
+ * before asking for its prototype (plan_code.ts says why). On an ordinary
+ * object the test runs no user code, whatever its getters; a proxy sees
+ * only its `has` trap.
  */
-const MAP_PROBE = Symbol("map probe");
+export const MAP_PROBE: unique symbol = Symbol("map probe");
 /** What `new Function` made of a plan's code: given the plan and its hooks, its two functions. */
 type PlanFactory = (...args: unknown[]) => Pick<CompiledPlan, "run" | "dispose">;
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { findRuns, MAX_RUN_GAP, type RunSources } from "../../src/transfer/mirror_runs.ts";
+import { findRuns, MAX_DEVICE_RUN_GAP, type RunSources } from "../../src/transfer/mirror_runs.ts";
 
 // Which CUDA→CPU leaves go as runs (one DMA each, no gather): consecutive
 // packing candidates of one storage at rising addresses, close together (a
@@ -44,14 +44,14 @@ Deno.test("a packed result (leaves in order, padding between them) is one run ov
   assert.deepEqual(spans(findRuns(sources(leaves), all(3))), [[[0, 1, 2], 1024, 1059]]);
 });
 
-Deno.test("a run ends at another storage, a falling address or a gap past MAX_RUN_GAP; a large leaf is passed over", () => {
+Deno.test("a run ends at another storage, a falling address or a gap past MAX_DEVICE_RUN_GAP; a large leaf is passed over", () => {
   const leaves = [
     { address: 0, bytes: 8, storage: "a" },
     { address: 16, bytes: 8, storage: "a" }, // run 1
     { address: 32, bytes: 8, storage: "b" }, // another block: starts run 2
     { address: 48, bytes: 8, storage: "b" },
     { address: 40, bytes: 8, storage: "b" }, // falls back: starts run 3
-    { address: 48 + MAX_RUN_GAP, bytes: 8, storage: "b" }, // a gap of exactly MAX_RUN_GAP
+    { address: 48 + MAX_DEVICE_RUN_GAP, bytes: 8, storage: "b" }, // a gap of exactly MAX_DEVICE_RUN_GAP
     { address: 2000, bytes: 8, storage: "b" }, // too far: alone
     { address: 9000, bytes: 300 << 10, storage: "c" }, // over 256 KiB: never in a run
     { address: 2016, bytes: 8, storage: "b" }, // goes on from 2000
@@ -59,7 +59,7 @@ Deno.test("a run ends at another storage, a falling address or a gap past MAX_RU
   assert.deepEqual(spans(findRuns(sources(leaves), all(leaves.length))), [
     [[0, 1], 0, 24],
     [[2, 3], 32, 56],
-    [[4, 5], 40, 48 + MAX_RUN_GAP + 8],
+    [[4, 5], 40, 48 + MAX_DEVICE_RUN_GAP + 8],
     [[6, 8], 2000, 2024],
   ]);
 });
