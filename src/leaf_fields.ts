@@ -7,7 +7,10 @@
  * built-in class (by its internal type name, never its `constructor`), the
  * shape `[length]`, the host arena its buffer is memory of. Reading both in
  * one place keeps the two paths from disagreeing on what a leaf is (a
- * subclass, a `Uint8ClampedArray`, a view into an arena).
+ * subclass, a `Uint8ClampedArray`, a view into an arena). The route
+ * reads a TypedArray leaf from the class code the walk's check already
+ * read (`Route.add`; a call and a second read of the class saved per
+ * leaf), and tests/route_test.ts holds it to this reading on hostile views.
  *
  * The walk's refusals (a disposed tensor, a detached view) are not read
  * here: they depend on the tensor's data at the time it is read

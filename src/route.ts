@@ -17,15 +17,16 @@
  * @module
  */
 
-import type { ArenaMemory } from "./arena_index.ts";
+import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { arrayCodeOf, NO_CODE } from "./array_code.ts";
+import { CODE_DTYPE, NO_CODE } from "./array_code.ts";
 import type { DType, TypedArray } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
 import type { Storage } from "./memory/storage.ts";
-import { type LeafFields, leafFields, readLeaf } from "./leaf_fields.ts";
+import { type LeafFields, leafFields } from "./leaf_fields.ts";
+import { vectorShape } from "./vector_shape.ts";
 import { Tensor, tensorInternals } from "./tensor.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
@@ -154,11 +155,16 @@ export class Route implements LeafSink {
     this.packer?.dispose();
   }
 
-  /** Records a leaf; returns what stands in its place in the result. */
-  add(leaf: Leaf, data: TypedArray | undefined): unknown {
+  /**
+   * Records a leaf; returns what stands in its place in the result.
+   * `code`: a TypedArray leaf's class code, as the walk read it
+   * ({@linkcode NO_CODE} for a `Tensor`).
+   */
+  add(leaf: Leaf, data: TypedArray | undefined, code: number): unknown {
+    if (code !== NO_CODE) return this.#addArray(leaf as TypedArray, code);
     this.tensors++;
     const fields = FIELDS;
-    readLeaf(leaf, fields);
+    tensorInternals.read(leaf as Tensor, fields);
     const source = fields.device;
     this.bytes += fields.byteLength;
     if (source === this.target) {
@@ -188,19 +194,29 @@ export class Route implements LeafSink {
         NO_CODE,
       );
     }
-    const { arena, dtype, shape, byteLength, code } = fields;
+    const { arena, dtype, shape, byteLength } = fields;
     // (An arena leaf is sent from where it lies: its class is never needed.)
     if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape, byteLength);
-    // A tensor's class is its data's (a TypedArray's was read with its fields).
-    return this.#move(
-      leaf,
-      source,
-      data,
-      dtype,
-      shape,
-      byteLength,
-      code === NO_CODE ? arrayCodeOf(data) : code,
-    );
+    // A tensor's class is its data's, kept by the tensor once read.
+    return this.#move(leaf, source, data, dtype, shape, byteLength, fields.code);
+  }
+
+  /**
+   * `add` for a TypedArray leaf of class `code`: read as the CPU tensor
+   * that would wrap it (as `readLeaf` reads it, without reading its class
+   * again or filling the fields).
+   */
+  #addArray(leaf: TypedArray, code: number): unknown {
+    this.tensors++;
+    const byteLength = leaf.byteLength;
+    this.bytes += byteLength;
+    const dtype = CODE_DTYPE[code];
+    const shape = vectorShape(leaf.length);
+    // As in the reference package: a CPU leaf to the CPU is not copied.
+    if (this.target === CPU) return tensorInternals.create(dtype, shape, CPU, leaf);
+    const arena = arenaOf(leaf);
+    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, shape, byteLength);
+    return this.#move(leaf, CPU, leaf, dtype, shape, byteLength, code);
   }
 
   /**

@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
 import { Tensor } from "../mod.ts";
+import { registerArena, unregisterArena } from "../src/arena_index.ts";
+import { ARRAY_CLASSES } from "../src/array_code.ts";
+import { leafFields, readLeaf } from "../src/leaf_fields.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
@@ -206,4 +209,89 @@ Deno.test("a route to the CPU makes no chunk storage", () => {
   walk([new Float32Array(3), new Float32Array(3)], route);
   assert.equal(route.chunkStorage, undefined);
   route.releaseLists();
+});
+
+Deno.test("a TypedArray leaf routes as readLeaf reads it and as the tensor that wraps it would (hostile views, both targets)", () => {
+  // The route reads a TypedArray from the class code the walk's check
+  // found, not through readLeaf: both must agree on every kind of view.
+  const resizable = new ArrayBuffer(64, { maxByteLength: 256 });
+  const arenaBuffer = new ArrayBuffer(256);
+  class Tagged extends Float64Array {
+    // @ts-ignore: a tag that lies about the class (the route reads the internal one)
+    override get [Symbol.toStringTag]() {
+      return "Uint8Array";
+    }
+  }
+  class Renamed extends Int32Array {
+    static override get name() {
+      return "Float32Array";
+    }
+  }
+  const views: ArrayBufferView[] = [
+    ...ARRAY_CLASSES.map((cls) => new cls(new ArrayBuffer(48), 8, 3)),
+    new Uint8ClampedArray(5),
+    new Tagged(2),
+    new Renamed(3),
+    new Float32Array(resizable), // tracks its buffer's length
+    new Uint16Array(resizable, 2, 7),
+    new Float32Array(arenaBuffer, 32, 4),
+    new Uint8Array(arenaBuffer, 100, 1),
+  ];
+  const arena = { address: 4096, hold() {}, release() {} };
+  registerArena(arenaBuffer, arena);
+  try {
+    for (const target of [CUDA0, CPU]) {
+      for (const pack of [true, false]) {
+        const options = resolveOptions({ packCpuTensors: pack });
+        const pool = addressPool();
+        const pending = () => Storage.pending(pool);
+        const byArrays = new Route(target, options, pending);
+        const byTensors = new Route(target, options, pending);
+        const outputs = walk(views, byArrays) as Tensor[];
+        const tensors = views.map((view) => Tensor.from(view as never));
+        const wrapped = walk(tensors, byTensors) as Tensor[];
+        const fields = leafFields();
+        views.forEach((view, i) => {
+          readLeaf(view as never, fields);
+          const out = outputs[i];
+          const where = `view ${i}, target ${target}, pack ${pack}`;
+          assert.deepEqual(
+            [out.dtype, out.shape, out.byteLength, out.device],
+            [fields.dtype, fields.shape, fields.byteLength, wrapped[i].device],
+            where,
+          );
+          assert.deepEqual([out.dtype, out.shape], [wrapped[i].dtype, wrapped[i].shape], where);
+          if (target === CPU) assert.equal(out.toTypedArray().buffer, view.buffer, where);
+        });
+        for (const key of ["tensors", "bytes", "movedBytes"] as const) {
+          assert.equal(byArrays[key], byTensors[key], key);
+        }
+        assert.deepEqual(Array.from(byArrays.h2d.view()), Array.from(byTensors.h2d.view()));
+        assert.deepEqual([...byArrays.codes.view()], [...byTensors.codes.view()]);
+        assert.deepEqual(
+          Array.from(byArrays.fromArena.view()),
+          Array.from(byTensors.fromArena.view()),
+        );
+        assert.deepEqual([...byArrays.arenaOffsets.view()], [...byTensors.arenaOffsets.view()]);
+        assert.deepEqual(byArrays.arenas, byTensors.arenas);
+        assert.deepEqual(byArrays.hostData, byTensors.hostData.map((_, i) => views[i]));
+        if (pack && target !== CPU) {
+          assert.deepEqual([...byArrays.packer!.offsets.view()], [
+            ...byTensors.packer!.offsets.view(),
+          ]);
+          // The route's codes are the classes readLeaf reads (packing picks its views by them).
+          const codes = [...byArrays.codes.view()];
+          const expected = Array.from(byArrays.h2d.view()).map((i) => {
+            readLeaf(views[i] as never, fields);
+            return fields.code;
+          });
+          assert.deepEqual(codes, expected);
+        }
+        byArrays.releaseLists();
+        byTensors.releaseLists();
+      }
+    }
+  } finally {
+    unregisterArena(arenaBuffer);
+  }
 });

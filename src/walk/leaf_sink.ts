@@ -16,9 +16,12 @@ export interface LeafSink {
   /**
    * Called for each tensor leaf, in walk order, with the leaf's host bytes
    * where the walk read them (a TypedArray leaf itself, the array a CPU
-   * `Tensor` wraps; undefined for tensors in pooled memory).
+   * `Tensor` wraps; undefined for tensors in pooled memory) and, for a
+   * TypedArray leaf, the code of its class (array_code.ts) that the walk's
+   * check read (`NO_CODE` for a `Tensor`), so that no sink reads
+   * it again.
    */
-  add(leaf: Leaf, data: TypedArray | undefined): unknown;
+  add(leaf: Leaf, data: TypedArray | undefined, code: number): unknown;
   /** Called once after the last leaf of a walk that completed. */
   end?(): void;
 }

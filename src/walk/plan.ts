@@ -33,8 +33,13 @@ export interface PlanHooks {
   visit(value: unknown, depth: number, ancestors: object[], sink: unknown): unknown;
   /** Whether an array is visited by its keys (long and holey: `visitByKeys` of containers.ts). */
   visitByKeys(input: unknown[]): boolean;
-  /** Whether a value is a TypedArray leaf (`isTypedArray`). */
-  isLeafArray(value: unknown): value is { byteLength: number };
+  /**
+   * The class code of a TypedArray leaf (`arrayCodeOf`), or
+   * {@linkcode PlanHooks.noCode} for any other value.
+   */
+  leafCode(value: unknown): number;
+  /** What `leafCode` returns for a value that is no TypedArray leaf. */
+  noCode: number;
   /**
    * The host data of a tensor leaf (`tensorInternals.walkData`), or
    * {@linkcode PlanHooks.rejected} for one the generic walk refuses.

@@ -79,8 +79,8 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
         // shrank, or an empty TypedArray, which may be detached, goes to
         // the generic walk, which checks it and throws its error).
         lines.push(
-          `${indent}if (${v} instanceof Leaf && (d = leafData(${v})) !== REJECTED) ${out} = sink.add(${v}, d);`,
-          `${indent}else if (isLeafArray(${v}) && ${v}.byteLength !== 0) ${out} = sink.add(${v}, ${v});`,
+          `${indent}if (${v} instanceof Leaf && (d = leafData(${v})) !== REJECTED) ${out} = sink.add(${v}, d, NO_CODE);`,
+          `${indent}else if ((c = leafCode(${v})) !== NO_CODE && ${v}.byteLength !== 0) ${out} = sink.add(${v}, ${v}, c);`,
           `${indent}else ${out} = ${passOr(v, `visitCounting(${v}, ${depth}, anc, sink, plan)`)};`,
         );
         return;
@@ -193,7 +193,7 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
   lines.push(
     `"use strict";`,
     `function run(root, anc, sink) {`,
-    `  let result, d;`,
+    `  let result, d, c;`,
     `  const clean = noInheritedKeys();`,
   );
   emit(root, "root", 0, "result", "  ");

@@ -10,7 +10,8 @@
  * @module
  */
 
-import { isDetached, isOutOfBounds, isTypedArray } from "../dtype.ts";
+import { arrayCodeOf, NO_CODE } from "../array_code.ts";
+import { isDetached, isOutOfBounds, type TypedArray } from "../dtype.ts";
 import { REJECTED_LEAF, Tensor, tensorInternals } from "../tensor.ts";
 import {
   ARRAY,
@@ -98,18 +99,20 @@ function visit(
     // rather than `.buffer.detached` read (costly) for every leaf.
     const data = tensorInternals.walkData(value);
     if (data === REJECTED_LEAF) throw value.disposed ? rejected.disposed() : rejected.shrunk();
-    return sink.add(value, data);
+    return sink.add(value, data, NO_CODE);
   }
-  if (isTypedArray(value)) {
-    if (value.byteLength === 0) {
-      if (isDetached(value)) {
+  const code = arrayCodeOf(value as ArrayBufferView);
+  if (code !== NO_CODE) {
+    const array = value as TypedArray;
+    if (array.byteLength === 0) {
+      if (isDetached(array)) {
         throw rejected.detached();
       }
-      if (isOutOfBounds(value)) {
+      if (isOutOfBounds(array)) {
         throw rejected.outOfBounds();
       }
     }
-    return sink.add(value, value);
+    return sink.add(array, array, code);
   }
   // containerKind inlined, so that a plain object's prototype is read once.
   let kind = NOT_A_CONTAINER;
@@ -204,7 +207,8 @@ const PLAN_HOOKS: PlanHooks = {
   leafData: tensorInternals.walkData,
   rejected: REJECTED_LEAF,
   visitByKeys,
-  isLeafArray: isTypedArray,
+  leafCode: arrayCodeOf as (value: unknown) => number,
+  noCode: NO_CODE,
   leafClass: Tensor,
 };
 

@@ -7,6 +7,7 @@ import type { PlanHooks } from "../../src/walk/plan.ts";
 export function recordingHooks(): PlanHooks & { visited: [unknown, number][] } {
   const visited: [unknown, number][] = [];
   const REJECTED = Symbol("rejected");
+  const NO_LEAF = -1;
   return {
     visited,
     visit(value, depth) {
@@ -14,8 +15,9 @@ export function recordingHooks(): PlanHooks & { visited: [unknown, number][] } {
       return "generic";
     },
     visitByKeys: () => false,
-    isLeafArray: (value): value is { byteLength: number } =>
-      ArrayBuffer.isView(value) && !(value instanceof DataView),
+    // Any view but a DataView, as class code 0.
+    leafCode: (value) => ArrayBuffer.isView(value) && !(value instanceof DataView) ? 0 : NO_LEAF,
+    noCode: NO_LEAF,
     leafData: (tensor) => tensor.disposed ? REJECTED : "tensor data",
     rejected: REJECTED,
     leafClass: Tensor,

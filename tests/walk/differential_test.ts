@@ -13,6 +13,7 @@
 import assert from "node:assert/strict";
 import { disposeAll, startCopy, Tensor } from "../../mod.ts";
 import { random } from "../../examples/reference_batch.ts";
+import { ARRAY_CLASSES, NO_CODE } from "../../src/array_code.ts";
 import { isTypedArray } from "../../src/dtype.ts";
 import {
   forgetPlans,
@@ -25,6 +26,20 @@ import { shapeStats } from "../../src/walk/object_shapes.ts";
 
 const TRIALS = Number(Deno.env.get("MTC_DIFF_TRIALS") ?? 2000);
 const SEED = Number(Deno.env.get("MTC_DIFF_SEED") ?? 1);
+
+/** The internal type name of a TypedArray (what `Object.prototype.toString` would say, untagged). */
+const internalName = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Int8Array.prototype),
+  Symbol.toStringTag,
+)!.get!;
+
+/** The class code a walk must hand with a leaf: its built-in class's place, none for a tensor. */
+function referenceCode(leaf: unknown): number {
+  if (leaf instanceof Tensor) return NO_CODE;
+  const index = ARRAY_CLASSES.findIndex((cls) => cls.name === internalName.call(leaf));
+  assert.ok(index >= 0, "a leaf of no built-in class");
+  return index;
+}
 
 /** Arrays this long or longer with a hole are walked by their keys (longer than `SPARSE_CHECK_LENGTH`). */
 const LONG = (1 << 16) + 1;
@@ -76,6 +91,16 @@ const POLLUTION_KEYS = ["a", "b", "c", "", "a\u0000b", "1", "zz"];
 class Box {
   inner = Tensor.from(new Float32Array(1));
 }
+/** A TypedArray whose tag and constructor claim another class (its internal one decides). */
+class Mislabelled extends Int16Array {
+  // @ts-ignore: the lie is the point
+  override get [Symbol.toStringTag]() {
+    return "Float32Array";
+  }
+  static get [Symbol.species]() {
+    return Float64Array;
+  }
+}
 class Sub extends Array {}
 class SubMap extends Map {}
 const shared = new Date(0);
@@ -98,7 +123,7 @@ class Maker {
 
   leaf(): unknown {
     const n = Math.floor(this.rand() * 3);
-    switch (Math.floor(this.rand() * 8)) {
+    switch (Math.floor(this.rand() * 11)) {
       case 0:
         return new Int32Array(n);
       case 1:
@@ -109,6 +134,12 @@ class Maker {
         return new Float64Array(new ArrayBuffer(32), 8, n);
       case 4:
         return Tensor.from(new Uint8Array(n + 1), [n + 1], "bool");
+      case 5:
+        return new Uint8ClampedArray(n + 2);
+      case 6:
+        return new Mislabelled(n + 1);
+      case 7:
+        return new DataView(new ArrayBuffer(4)); // not a leaf: passed through
       default:
         return Tensor.from(new Float32Array(n + 1));
     }
@@ -370,28 +401,35 @@ function childrenOf(value: object, kind: Kind): unknown[] {
 /** One stand-in tensor per leaf position, the same in every walk. */
 const standIns: Tensor[] = [];
 
-/** What a walk did: its output, the leaves and their data in order, the getters it read. */
+/**
+ * What a walk did: its output, the leaves and their data in order, the
+ * class code it handed with each, the getters it read.
+ */
 interface Run {
   output?: unknown;
   error?: string;
   leaves: unknown[];
+  codes: number[];
   reads: number;
 }
 
 function run(input: unknown, compiled: boolean): Run {
   useCompiledWalks(compiled);
   const leaves: unknown[] = [];
+  const codes: number[] = [];
   reads = 0;
   try {
     const output = walk(input, {
-      add: (leaf, data) => {
+      add: (leaf, data, code) => {
+        codes.push(code);
         const k = leaves.push(leaf, data) / 2 - 1;
         return standIns[k] ??= Tensor.from(new Float32Array(1));
       },
     });
-    return { output, leaves, reads };
+    return { output, leaves, codes, reads };
   } catch (error) {
-    return { error: `${(error as Error).name}: ${(error as Error).message}`, leaves, reads };
+    const what = `${(error as Error).name}: ${(error as Error).message}`;
+    return { error: what, leaves, codes, reads };
   } finally {
     useCompiledWalks(true);
   }
@@ -594,6 +632,12 @@ async function differential(seed: number, trials: number): Promise<Outcome> {
     assert.equal(compiled.reads, generic.reads, `${where}: getter reads`);
     assert.equal(compiled.leaves.length, generic.leaves.length, `${where}: leaves`);
     compiled.leaves.forEach((leaf, i) => assert.equal(leaf, generic.leaves[i], `${where}: leaf`));
+    assert.deepEqual(compiled.codes, generic.codes, `${where}: class codes`);
+    assert.deepEqual(
+      generic.codes,
+      expected!.leaves.map(referenceCode),
+      `${where}: reference codes`,
+    );
     assertSame(compiled.output, generic.output, sameStandIn, "$", new Set());
     assert.deepEqual(
       expected!.leaves,

@@ -1,17 +1,20 @@
 import assert from "node:assert/strict";
 import { Tensor } from "../../mod.ts";
+import { ARRAY_CLASSES, NO_CODE } from "../../src/array_code.ts";
 import { walk } from "../../src/walk/walk.ts";
 
-Deno.test("a sink's add gets each leaf with its host bytes, and what it returns takes the leaf's place", () => {
+Deno.test("a sink's add gets each leaf with its host bytes and a TypedArray's class code, and what it returns takes the leaf's place", () => {
   const data = new Int32Array([1, 2, 3]);
   const tensor = Tensor.from(data, [3]);
   const array = new Float64Array(1);
   const added: [unknown, unknown][] = [];
+  const codes: number[] = [];
   let ends = 0;
   try {
     const out = walk({ t: tensor, list: [array] }, {
-      add(leaf, bytes) {
+      add(leaf, bytes, code) {
         added.push([leaf, bytes]);
+        codes.push(code);
         return added.length;
       },
       end() {
@@ -22,6 +25,7 @@ Deno.test("a sink's add gets each leaf with its host bytes, and what it returns 
     assert.equal(added[0][0], tensor);
     assert.ok(added[0][1] instanceof Int32Array);
     assert.deepEqual(added[1], [array, array]);
+    assert.deepEqual(codes, [NO_CODE, ARRAY_CLASSES.indexOf(Float64Array)]);
     assert.equal(ends, 1);
   } finally {
     tensor.dispose();
