@@ -8,7 +8,8 @@
  * CUDA→other CUDA, CUDA→CPU). A tensor already on the target moves
  * nothing: it gets a new `Tensor` over the same memory, which takes its own
  * hold, so that results never share an instance with the input. With the
- * default alignment it also feeds the sequential packer during the walk,
+ * default alignment it also feeds the sequential packer during the walk
+ * (CPU→CUDA leaves: a copy back mostly goes by runs, which need no plan),
  * and the CPU→CUDA leaves it packs (and those in a host arena) get their
  * outputs created already bound to a pending storage at their final
  * offset (see {@linkcode Route.chunkStorage}). The transfer functions bind
@@ -67,6 +68,8 @@ export class Route implements LeafSink {
    * their own (see {@linkcode Route.disposeShared}); usually none.
    */
   readonly #shared: Tensor[] = [];
+  // Packers made after the walk (see adoptPacker).
+  readonly #lastPackers: SequentialPacker[] = [];
   #moving = 0;
   // The pooled storages of the inputs, once per run of neighbours (see inputStorages).
   readonly #inputStorages: Storage[] = [];
@@ -95,8 +98,8 @@ export class Route implements LeafSink {
   /** Indices of CUDA→CPU leaves. */
   readonly d2h: number[] = [];
   /**
-   * The packing plan of the CPU→CUDA leaves, or of the CUDA→CPU leaves when
-   * they all come from one device, built during the walk when it can be.
+   * The packing plan of the CPU→CUDA leaves, built during the walk when it
+   * can be (the other directions plan at the transfer: transfer/chunks.ts).
    */
   readonly packer: SequentialPacker | undefined;
   /**
@@ -128,7 +131,7 @@ export class Route implements LeafSink {
   ) {
     this.target = target;
     this.options = options;
-    if (options.packCpuTensors) this.packer = new SequentialPacker(options);
+    if (options.packCpuTensors && target !== CPU) this.packer = new SequentialPacker(options);
     if (target !== CPU) this.#pendingStorage = pendingStorage;
     // Sized like the last copy's (a training loop's batches are alike), so
     // that storing a leaf never grows the arrays; `end()` trims them.
@@ -153,6 +156,16 @@ export class Route implements LeafSink {
     returnList(this.arenaOffsets);
     returnList(this.codes);
     this.packer?.dispose();
+    for (const packer of this.#lastPackers) packer.dispose();
+  }
+
+  /**
+   * Gives the route a packer made after its walk (transfer/chunks.ts), whose
+   * lists are then returned with the route's; returns it.
+   */
+  adoptPacker(packer: SequentialPacker): SequentialPacker {
+    this.#lastPackers.push(packer);
+    return packer;
   }
 
   /**
@@ -412,14 +425,8 @@ export class Route implements LeafSink {
     this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;
-      if (d2h.length === 0) {
-        this.#d2hSource = source;
-      } else if (source !== this.#d2hSource) {
-        this.#d2hMixed = true;
-        // The walk's plan holds only for leaves of one device.
-        if (this.packer) this.packer.valid = false;
-      }
-      this.packer?.add(d2h.length, bytes);
+      if (d2h.length === 0) this.#d2hSource = source;
+      else if (source !== this.#d2hSource) this.#d2hMixed = true;
       d2h.push(index);
     } else if (source === CPU) {
       this.packer?.add(this.h2d.length, bytes);

@@ -2,8 +2,9 @@
  * Chunk placement: packed chunks on pool blocks, and the gather of CUDA
  * tensors into them.
  *
- * A chunk is planned either during the walk (the sequential packer, one
- * chunk in input order) or here by the general planner; it is then placed
+ * A chunk is planned by the sequential packer (one chunk in input order),
+ * during the walk for CPU→CUDA leaves or here for the leaves of the other
+ * directions, or else here by the general planner; it is then placed
  * on a block of the pool its bytes will live in (device memory for CPU→CUDA
  * and CUDA→other CUDA, pinned memory for CUDA→CPU).
  *
@@ -16,12 +17,7 @@ import type { Block } from "../memory/block_pool_types.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { pinnedView } from "../memory/pinned_memory.ts";
 import { Storage } from "../memory/storage.ts";
-import {
-  type ChunkPlan,
-  packCandidates,
-  planPacking,
-  type SequentialPacker,
-} from "../pack_plan.ts";
+import { type ChunkPlan, packCandidates, planPacking, SequentialPacker } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
 import type { Submission } from "./submission.ts";
 
@@ -60,13 +56,14 @@ export interface Placement {
 
 /**
  * The packed chunks for the leaves at `indices`, on blocks of `pool`: the
- * walk's plan when it holds, else the general planner's.
+ * walk's plan when it holds (without one, a sequential plan made now when
+ * it can be), else the general planner's.
  */
 export function placeChunks(route: Route, { indices, pool, packer }: Placement): PlacedChunk[] {
   const blocks: Block[] = [];
   try {
     const pending = route.chunkStorage;
-    let plans = sequentialChunk(packer, pool, blocks, pending);
+    let plans = sequentialChunk(packer ?? planNow(route, indices), pool, blocks, pending);
     if (plans && pending !== undefined) {
       return plans.map((plan) => ({ plan, block: blocks[0], bound: true }));
     }
@@ -98,7 +95,24 @@ export function placeChunks(route: Route, { indices, pool, packer }: Placement):
 }
 
 /**
- * The one chunk the walk planned, on a block of `pool`, or undefined when the
+ * The sequential plan of the leaves at `indices`, made now, for leaves the
+ * walk made none for (a copy to the CPU plans only the leaves its runs
+ * leave: planning every leaf in the walk cost the common copy back, all
+ * runs, 10 % of its time), or undefined where it cannot apply. The route
+ * owns it (its lists live as long as the route's).
+ */
+function planNow(route: Route, indices: ArrayLike<number>): SequentialPacker | undefined {
+  if (!SequentialPacker.applies(route.options.minPackedAlignmentBytes)) return undefined;
+  const packer = route.adoptPacker(new SequentialPacker(route.options));
+  const outputs = route.outputs;
+  for (let k = 0; k < indices.length && packer.valid; k++) {
+    packer.add(k, outputs[indices[k]].byteLength);
+  }
+  return packer;
+}
+
+/**
+ * The one chunk the walk (or `planNow`) planned, on a block of `pool`, or undefined when the
  * general planner must run (no plan, or a block whose address does not keep
  * the plan's alignment); no chunk when fewer than two leaves would share it.
  */

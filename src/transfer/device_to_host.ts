@@ -25,14 +25,13 @@ export function deviceToHost(
   submission.involve(source);
   const pack = route.options.packCpuTensors;
   const runs = pack ? findRuns(route, list) : undefined;
-  // The leaves left for the gather (all of them without runs: then the
-  // walk's packing plan holds for them).
+  // The leaves left for the gather (all of them without runs), planned
+  // now: the walk plans none (most copies back go by runs alone).
   const rest = runs ? sendRuns(route, submission, source, list, runs) : list;
   const chunks = pack
     ? placeChunks(route, {
       indices: rest,
       pool: pinnedPool,
-      packer: rest === list ? route.packer : undefined,
     })
     : [];
   const packed = gatherChunks(route, submission, {

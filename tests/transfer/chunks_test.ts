@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { BlockPool } from "../../src/memory/block_pool.ts";
-import { effectiveAlignment } from "../../src/pack_plan.ts";
+import { effectiveAlignment, packCandidates, planPacking } from "../../src/pack_plan.ts";
 import { resolveOptions, type StartCopyOptions } from "../../src/options.ts";
 import { Route } from "../../src/route.ts";
 import { walk } from "../../src/walk/walk.ts";
@@ -176,4 +176,49 @@ Deno.test("placeChunks() leaves the walk's chunk pending when it plans again, an
     first.plan.base + first.plan.offsets[0],
   );
   route.releaseLists();
+});
+
+Deno.test("placeChunks() with no plan from the walk plans the given leaves in order now: the general planner's layout, for any subset (differential)", () => {
+  // A copy to the CPU plans at the transfer only the leaves its runs leave
+  // (device_to_host.ts): the plan made then must be the general planner's.
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  const classes = [Float32Array, Uint8Array, Float64Array, Int16Array, BigInt64Array];
+  for (let trial = 0; trial < 300; trial++) {
+    const options = {
+      maxPackedChunkBytes: rand() < 0.3 ? 64 + Math.floor(rand() * 512) : undefined,
+      // The alignments a sequential plan applies to (others always take
+      // the general planner: the test above).
+      minPackedAlignmentBytes: [8, 16, 64, 256][Math.floor(rand() * 4)],
+    };
+    const route = new Route(0, resolveOptions(options));
+    const leaves = Array.from({ length: Math.floor(rand() * 12) }, () => {
+      const cls = classes[Math.floor(rand() * classes.length)];
+      const large = rand() < 0.05 ? 300 * 1024 : 0;
+      return new cls(Math.floor(rand() * 40) + large / cls.BYTES_PER_ELEMENT);
+    });
+    walk(leaves, route);
+    const indices = Array.from(route.h2d.view()).filter(() => rand() < 0.7);
+    const { pool: blocks } = pool();
+    const chunks = placeChunks(route, { indices, pool: blocks });
+    const bytes = indices.map((i) => route.outputs[i].byteLength);
+    const elementSizes = indices.map((i) => leaves[i].BYTES_PER_ELEMENT);
+    let next = 0;
+    const expected = planPacking(
+      { bytes, elementSizes },
+      packCandidates(bytes, route.options),
+      route.options,
+      (_, capacity) => (next += Math.ceil(capacity / 4096) * 4096 + 4096),
+    );
+    const where = `trial ${trial}: ${JSON.stringify({ options, bytes })}`;
+    assert.equal(chunks.length, expected.length, where);
+    chunks.forEach(({ plan }, c) => {
+      const want = expected[c];
+      assert.deepEqual(Array.from(plan.members), Array.from(want.members), where);
+      // Both bases are multiples of 4096: the same offsets from them.
+      assert.deepEqual(Array.from(plan.offsets), Array.from(want.offsets), where);
+      assert.equal(plan.end - plan.start, want.end - want.start, where);
+    });
+    route.releaseLists();
+  }
 });
