@@ -54,7 +54,11 @@ export class Route implements LeafSink {
   readonly leaves: Leaf[];
   /** Their outputs, by the same index. */
   readonly outputs: Tensor[];
-  /** The host bytes of CPU leaves as the walk read them, by the same index (else undefined). */
+  /**
+   * The host bytes of CPU leaves as the walk read them, by the same index
+   * (else undefined). Empty in a route to the CPU, whose moving leaves are
+   * all on a device.
+   */
   readonly hostData: (TypedArray | undefined)[];
   /**
    * The class code (see array_code.ts) of the bytes of each CPU→CUDA leaf,
@@ -95,8 +99,8 @@ export class Route implements LeafSink {
   readonly arenaStarts: number[] = [];
   /** Indices of CUDA→other CUDA leaves. */
   readonly peer: number[] = [];
-  /** Indices of CUDA→CPU leaves. */
-  readonly d2h: number[] = [];
+  /** Indices of CUDA→CPU leaves (implicit while they are all the leaves, as a copy back's are). */
+  readonly d2h: IndexList = new IndexList();
   /**
    * The packing plan of the CPU→CUDA leaves, built during the walk when it
    * can be (the other directions plan at the transfer: transfer/chunks.ts).
@@ -137,14 +141,15 @@ export class Route implements LeafSink {
     // that storing a leaf never grows the arrays; `end()` trims them.
     this.leaves = new Array(capacityHint);
     this.outputs = new Array(capacityHint);
-    this.hostData = new Array(capacityHint);
+    this.hostData = target === CPU ? [] : new Array(capacityHint);
   }
 
   /** Ends the walk: the leaf and output arrays get their final length. */
   end(): void {
     const moving = this.#moving;
     if (this.leaves.length !== moving) {
-      this.leaves.length = this.outputs.length = this.hostData.length = moving;
+      this.leaves.length = this.outputs.length = moving;
+      if (this.target !== CPU) this.hostData.length = moving;
     }
     capacityHint = Math.min(moving, MAX_CAPACITY_HINT);
   }
@@ -153,6 +158,7 @@ export class Route implements LeafSink {
   releaseLists(): void {
     this.h2d.release();
     this.fromArena.release();
+    this.d2h.release();
     returnList(this.arenaOffsets);
     returnList(this.codes);
     this.packer?.dispose();
@@ -250,8 +256,9 @@ export class Route implements LeafSink {
    * Moves the outputs at `indices` from their (pinned) storage into ordinary
    * memory they own: CUDA→CPU results without pinned staging.
    */
-  moveOutputsToOrdinaryMemory(indices: readonly number[]): void {
-    for (const i of indices) {
+  moveOutputsToOrdinaryMemory(indices: ArrayLike<number>): void {
+    for (let k = 0; k < indices.length; k++) {
+      const i = indices[k];
       tensorInternals.rebind(this.outputs[i], this.outputs[i].toTypedArray().slice());
     }
   }
@@ -319,9 +326,10 @@ export class Route implements LeafSink {
   }
 
   /** The CUDA→CPU leaves grouped by their device, in order. */
-  d2hBySource(): Map<number, number[]> {
+  d2hBySource(): Map<number, ArrayLike<number>> {
     if (this.d2h.length === 0) return new Map();
-    return this.#d2hMixed ? this.#bySource(this.d2h) : new Map([[this.#d2hSource, this.d2h]]);
+    const d2h = this.d2h.view();
+    return this.#d2hMixed ? this.#bySource(d2h) : new Map([[this.#d2hSource, d2h]]);
   }
 
   /** The CUDA→other CUDA leaves grouped by their device, in order. */
@@ -331,12 +339,13 @@ export class Route implements LeafSink {
   }
 
   /** The leaves at `indices` (CUDA tensors) grouped by their device, in order. */
-  #bySource(indices: readonly number[]): Map<number, number[]> {
+  #bySource(indices: ArrayLike<number>): Map<number, number[]> {
     const groups = new Map<number, number[]>();
     // Neighbours mostly share a device: look its list up only on a change.
     let lastSource = NaN;
     let list: number[] = [];
-    for (const i of indices) {
+    for (let k = 0; k < indices.length; k++) {
+      const i = indices[k];
       const source = tensorInternals.device(this.leaves[i] as Tensor);
       if (source !== lastSource) {
         lastSource = source;

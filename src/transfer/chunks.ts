@@ -201,7 +201,7 @@ export interface ChunkGather {
   /** The device the leaves live on. */
   source: number;
   /** Their route indices. */
-  list: number[];
+  list: ArrayLike<number>;
   /** The placed chunks of `list` (positions in `list`). */
   chunks: PlacedChunk[];
   /** The pool the chunks' blocks belong to. */

@@ -20,7 +20,7 @@ export function deviceToHost(
   route: Route,
   submission: Submission,
   source: number,
-  list: number[],
+  list: ArrayLike<number>,
 ): void {
   submission.involve(source);
   const pack = route.options.packCpuTensors;

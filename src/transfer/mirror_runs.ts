@@ -94,7 +94,7 @@ export interface RunSources {
  * assert.deepEqual([...runs.runOf], [0, 0, 0]);
  * ```
  */
-export function findRuns(route: RunSources, list: readonly number[]): MirrorRuns | undefined {
+export function findRuns(route: RunSources, list: ArrayLike<number>): MirrorRuns | undefined {
   const n = list.length;
   if (runOfColumn.length < n) {
     runOfColumn = new Int32Array(n);
@@ -164,7 +164,7 @@ export function sendRuns(
   route: Route,
   submission: Submission,
   source: number,
-  list: readonly number[],
+  list: ArrayLike<number>,
   { ranges, runOf, addressOf }: MirrorRuns,
 ): number[] {
   const storages: Storage[] = [];

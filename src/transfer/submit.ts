@@ -39,7 +39,7 @@ function submitNow(route: Route, stats?: CopyStats, held?: InputHolds): CopyJob<
     }
     return submission.job(() => {
       // Without pinned staging, CUDA→CPU outputs live in ordinary memory.
-      if (!route.options.usePinnedStaging) route.moveOutputsToOrdinaryMemory(route.d2h);
+      if (!route.options.usePinnedStaging) route.moveOutputsToOrdinaryMemory(route.d2h.view());
     });
   } catch (error) {
     submission.abort();
