@@ -37,9 +37,12 @@ function submitNow(route: Route, stats?: CopyStats, held?: InputHolds): CopyJob<
     for (const [source, list] of route.d2hBySource()) {
       deviceToHost(route, submission, source, list);
     }
+    // Without pinned staging, CUDA→CPU outputs live in ordinary memory. (A
+    // copy of the indices: the route's lists are returned below, before
+    // the job completes.)
+    const unpinned = route.options.usePinnedStaging ? undefined : Array.from(route.d2h.view());
     return submission.job(() => {
-      // Without pinned staging, CUDA→CPU outputs live in ordinary memory.
-      if (!route.options.usePinnedStaging) route.moveOutputsToOrdinaryMemory(route.d2h.view());
+      if (unpinned !== undefined) route.moveOutputsToOrdinaryMemory(unpinned);
     });
   } catch (error) {
     submission.abort();
