@@ -17,7 +17,9 @@
  * reference batch into the last result (`startCopy(…, { into })`), from
  * ordinary memory and from a `hostArena`; their result is kept, so their
  * "with disposal" line is the copy alone. `MTC_AB_ONLY=<text>` runs only the
- * cases whose name contains it (`MTC_AB_ONLY=into`: the two `into` cases).
+ * cases whose name contains it (`MTC_AB_ONLY=into`: the two `into` cases);
+ * `MTC_AB_NEW_FIRST=1` loads the new library first (the old one is loaded
+ * first otherwise: run both, since the second-loaded one can read slower).
  *
  * @module
  */
@@ -55,6 +57,8 @@ async function side(lib: Library, examples: Examples): Promise<Side> {
       inArena,
       intoRef && ref16,
       intoArena && inArena,
+      typedArrayLeaves(lib, ref16),
+      Array.from({ length: 100_000 }, (_, i) => new Float32Array([i, i + 0.5])),
     ],
     into: [undefined, undefined, undefined, undefined, undefined, intoRef, intoArena],
   };
@@ -68,7 +72,23 @@ const CASES = [
   "ref 16 from an arena",
   "ref 16 into",
   "ref 16 arena, into",
+  "ref 16 TypedArray H2D",
+  "100k tiny H2D",
 ];
+
+/** Copies fewer times than `iterations` (each a batch several times larger). */
+const FEWER: Record<string, number> = { 1: 4, 2: 4, 8: 100 };
+
+/** `batch` with each tensor leaf replaced by a TypedArray of its bytes (the walk's other leaf kind). */
+function typedArrayLeaves(lib: Library, batch: unknown): unknown {
+  if (batch instanceof lib.Tensor) return batch.toTypedArray();
+  if (Array.isArray(batch)) return batch.map((value) => typedArrayLeaves(lib, value));
+  if (batch !== null && typeof batch === "object") {
+    const entries = Object.entries(batch).map(([k, v]) => [k, typedArrayLeaves(lib, v)]);
+    return Object.fromEntries(entries);
+  }
+  return batch;
+}
 
 /** One copy's microseconds: to `get()` resolved, and with the disposal of the result. */
 async function copyOnce({ lib, inputs, into }: Side, c: number): Promise<[number, number]> {
@@ -82,14 +102,19 @@ async function copyOnce({ lib, inputs, into }: Side, c: number): Promise<[number
 
 const median = (values: number[]) => [...values].sort((x, y) => x - y)[values.length >> 1];
 
-const old = await side(
-  await import(new URL("mod.ts", oldRoot).href),
-  await import(new URL("examples/reference_batch.ts", oldRoot).href),
-);
-const current = await side(
-  await import("../mod.ts"),
-  await import("../examples/reference_batch.ts"),
-);
+// Which library is loaded first (on some hosts the second-loaded one reads
+// slower: run both orders, MTC_AB_NEW_FIRST=1 for the other).
+const loadOld = async () =>
+  await side(
+    await import(new URL("mod.ts", oldRoot).href),
+    await import(new URL("examples/reference_batch.ts", oldRoot).href),
+  );
+const loadCurrent = async () =>
+  await side(await import("../mod.ts"), await import("../examples/reference_batch.ts"));
+const newFirst = Deno.env.get("MTC_AB_NEW_FIRST") === "1";
+const first = await (newFirst ? loadCurrent() : loadOld());
+const second = await (newFirst ? loadOld() : loadCurrent());
+const [old, current] = newFirst ? [second, first] : [first, second];
 const line = (olds: number[], news: number[], ratios: number[]) =>
   `old ${median(olds).toFixed(1).padStart(7)} µs | new ${
     median(news).toFixed(1).padStart(7)
@@ -98,7 +123,7 @@ const only = Deno.env.get("MTC_AB_ONLY") ?? "";
 for (let c = 0; c < CASES.length; c++) {
   if (old.inputs[c] === undefined || current.inputs[c] === undefined) continue;
   if (!CASES[c].includes(only)) continue;
-  const n = c === 1 || c === 2 ? iterations / 4 : iterations;
+  const n = Math.max(10, Math.floor(iterations / (FEWER[c] ?? 1)));
   for (let i = 0; i < 50; i++) await copyOnce(old, c), await copyOnce(current, c);
   // [copy, copy and disposal] of each side, and their ratios.
   const olds: number[][] = [[], []];
