@@ -35,7 +35,7 @@ export function deviceToDevice(
   const packed = gatherChunks(route, submission, {
     source,
     list,
-    // The walk's plan covers CPU→CUDA or CUDA→CPU leaves only.
+    // Planned now (the walk plans CPU→CUDA leaves only).
     chunks: route.options.packCpuTensors ? placeChunks(route, { indices: list, pool }) : [],
     chunkPool: pool,
     send: ({ table, count, scratch, dst, payload }) => {
