@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "8f57699951a5884820b3e2ccf359f59fe9b0e09de314591c3c4a65cdaeef2686";
+export const SHIM_SOURCE_HASH = "e2a9db469491ab9cff06fe7f044eafba49c6c85099d54d8dd02e9179e5915500";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 145512,
-    sha256: "37162821ecd9fa6f2e0c4184d90879df0d9ac87b748d8e6c1541cdae568ff6b4",
+    bytes: 145496,
+    sha256: "f35ce90fb6c8e3e048d9c315690e6dd90e119ad0f701b71f4ea65cc5235ecaa2",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 198704,
-    sha256: "f98cffb85094dc5dfa455de85461f7b1762f8f0c2351b8c1286c450ce2d46a36",
+    bytes: 198688,
+    sha256: "574c4ea9464e946438ae9b1c15a6a694a0c865c6e4cfc4dd240782f9ad1d4845",
   },
 };
