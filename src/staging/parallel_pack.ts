@@ -4,8 +4,9 @@
  *
  * One core of the GPU hosts copies only 3–6 GB/s: packing 1000 × 4 KB into
  * pinned memory took 385 µs on one thread of an H100 lease, four times the
- * chunk's DMA. Below {@linkcode PARALLEL_PACK_MIN_BYTES} the threads' wake
- * up costs more than they save, and `TypedArray.prototype.set` packs.
+ * chunk's DMA. Below {@linkcode PARALLEL_PACK_MIN_BYTES}, or where fewer
+ * than two threads would pack a chunk under 1 MiB ({@linkcode packingThreads}),
+ * `TypedArray.prototype.set` packs on the main thread instead.
  *
  * The native copy reads the members through raw addresses, taken here with
  * one fast FFI call each; that is safe because no other JavaScript runs
@@ -20,11 +21,40 @@ import type { Block } from "../memory/block_pool_types.ts";
 import { stagingConcurrency } from "./background.ts";
 import type { PackedChunk, PackedLeaves } from "./pack.ts";
 
-/** Chunks with at least this many payload bytes are packed by several threads. */
-export const PARALLEL_PACK_MIN_BYTES = 1024 * 1024;
+/** Chunks with at least this many payload bytes may be packed by several threads. */
+export const PARALLEL_PACK_MIN_BYTES = 256 * 1024;
 
-/** Payload bytes per packing thread at least (fewer threads for smaller chunks). */
-const BYTES_PER_THREAD = 256 * 1024;
+/** Chunks from this size on are packed by the native copy even on one thread. */
+const NATIVE_PACK_MIN_BYTES = 1024 * 1024;
+
+/** Payload bytes per packing thread at least (fewer threads for smaller chunks)... */
+const BYTES_PER_THREAD = 32 * 1024;
+/** ...and for chunks of tiny members (under {@linkcode TINY_MEMBER_BYTES} on average). */
+const BYTES_PER_THREAD_TINY = 256 * 1024;
+const TINY_MEMBER_BYTES = 64;
+
+/**
+ * The threads that pack a chunk of `payload` bytes in `members` members,
+ * the calling one included; 0 where `set` on the main thread packs it (a
+ * small chunk, or one under 1 MiB that would get a single thread).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { packingThreads } from "./parallel_pack.ts";
+ * assert.equal(packingThreads(1024, 4), 0);
+ * assert.ok(packingThreads(4 << 20, 1000) >= 1);
+ * ```
+ */
+export function packingThreads(payload: number, members: number): number {
+  if (payload < PARALLEL_PACK_MIN_BYTES) return 0;
+  const perThread = payload < TINY_MEMBER_BYTES * members
+    ? BYTES_PER_THREAD_TINY
+    : BYTES_PER_THREAD;
+  const threads = Math.min(stagingConcurrency(), Math.floor(payload / perThread));
+  if (threads >= 2) return threads;
+  return payload >= NATIVE_PACK_MIN_BYTES ? 1 : 0;
+}
 
 let table = new Float64Array(0);
 
@@ -62,9 +92,6 @@ export function packInParallel(
     table[at + 1] = base + offsets[m];
     table[at + 2] = bytes;
   }
-  const threads = Math.max(
-    1,
-    Math.min(stagingConcurrency(), Math.floor((end - start) / BYTES_PER_THREAD)),
-  );
+  const threads = Math.max(1, packingThreads(end - start, members.length));
   copyPieces(table, members.length, threads);
 }

@@ -12,7 +12,7 @@ import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
 import { packBySet, packView, pageableChunk } from "../staging/pack.ts";
-import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "../staging/parallel_pack.ts";
+import { packingThreads, packInParallel } from "../staging/parallel_pack.ts";
 import { bindChunks, placeChunks } from "./chunks.ts";
 import type { Submission } from "./submission.ts";
 
@@ -32,7 +32,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
       for (const { plan } of chunks) {
         const payload = plan.end - plan.start;
         const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
-        if (stage && payload >= PARALLEL_PACK_MIN_BYTES) {
+        if (stage && packingThreads(payload, plan.members.length) > 0) {
           packInParallel(route, h2d, plan, stage, packed);
         } else {
           packBySet(route, h2d, plan, stage, packed);

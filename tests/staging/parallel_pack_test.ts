@@ -6,7 +6,12 @@ import { pinnedPool, pinnedView } from "../../src/memory/pinned_memory.ts";
 import { resolveOptions } from "../../src/options.ts";
 import type { ChunkPlan } from "../../src/pack_plan.ts";
 import { Route } from "../../src/route.ts";
-import { packInParallel, PARALLEL_PACK_MIN_BYTES } from "../../src/staging/parallel_pack.ts";
+import { stagingConcurrency } from "../../src/staging/background.ts";
+import {
+  packingThreads,
+  packInParallel,
+  PARALLEL_PACK_MIN_BYTES,
+} from "../../src/staging/parallel_pack.ts";
 import { walk } from "../../src/walk/walk.ts";
 import { bytesOf, hasGpu, randomArray } from "../gpu/_helpers.ts";
 
@@ -167,13 +172,29 @@ async function helpersAfter(payloads: number[], stagingThreads: number): Promise
 
 Deno.test({
   name:
-    "packInParallel copies with one thread per 256 KiB of payload, the calling one included (needs Linux)",
+    "packInParallel copies with one thread per 32 KiB of payload, the calling one included (needs Linux)",
   ignore: Deno.build.os !== "linux",
   async fn() {
-    // 200 KiB: the caller alone; 600 KiB: two threads (one helper);
-    // 4 MiB: sixteen (fifteen helpers). Helpers stay for later packs.
-    assert.deepEqual(await helpersAfter([200 << 10, 600 << 10, 4 << 20], 16), [0, 1, 15]);
+    // 128 KiB (below PARALLEL_PACK_MIN_BYTES): the caller alone; 320 KiB:
+    // ten threads (nine helpers); 4 MiB: sixteen (fifteen helpers). Helpers
+    // stay for later packs.
+    assert.deepEqual(await helpersAfter([128 << 10, 320 << 10, 4 << 20], 16), [0, 9, 15]);
   },
+});
+
+Deno.test("packingThreads: set below 256 KiB and for one thread under 1 MiB; one thread per 32 KiB, per 256 KiB for members under 64 bytes", () => {
+  const threads = stagingConcurrency();
+  // Below PARALLEL_PACK_MIN_BYTES, `set` packs (0), whatever the members.
+  assert.equal(packingThreads(PARALLEL_PACK_MIN_BYTES - 1, 10), 0);
+  // 600 KiB of 2.4 KB members: one thread per 32 KiB (18), at most stagingConcurrency().
+  const normal = Math.min(threads, 18);
+  assert.equal(packingThreads(600 << 10, 256), normal >= 2 ? normal : 0);
+  // 4 MiB of 16-byte members: one thread per 256 KiB (16).
+  const tiny = Math.min(threads, 16);
+  assert.equal(packingThreads(4 << 20, (4 << 20) / 16), tiny >= 2 ? tiny : 1);
+  // 600 KiB of 16-byte members: two threads at most (one per 256 KiB).
+  const tinySmall = Math.min(threads, 2);
+  assert.equal(packingThreads(600 << 10, (600 << 10) / 16), tinySmall >= 2 ? tinySmall : 0);
 });
 
 Deno.test({
