@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "e2a9db469491ab9cff06fe7f044eafba49c6c85099d54d8dd02e9179e5915500";
+export const SHIM_SOURCE_HASH = "abf0594266eebafd82e50b3bd3b1efb45c2be58859bfc10e83b4bd6562987740";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 145496,
-    sha256: "f35ce90fb6c8e3e048d9c315690e6dd90e119ad0f701b71f4ea65cc5235ecaa2",
+    sha256: "734a9f39e0c93b198658ccd1e48b718039dbfeb053137a8defaec17aad966106",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198688,
-    sha256: "574c4ea9464e946438ae9b1c15a6a694a0c865c6e4cfc4dd240782f9ad1d4845",
+    sha256: "49d1af8bb0fde258a8f64cc797d500a68d48f9beda68aabdc760aa9403c448ef",
   },
 };
