@@ -61,7 +61,8 @@ let table = new Float64Array(0);
 /**
  * Copies the members of `plan` (positions in `h2d`, the route's CPU→CUDA
  * indices) into `stage`, where the chunk's first byte goes to the block's
- * first byte, with several threads; marks each member in `packed`.
+ * first byte, with `threads` threads (the caller's {@linkcode packingThreads},
+ * at least one); marks each member in `packed`.
  *
  * @throws {TypeError} when a member's buffer was detached or shrunk after
  * the walk (a copy admitted late, after user code ran)
@@ -72,8 +73,9 @@ export function packInParallel(
   plan: PackedChunk,
   stage: Block,
   packed: Uint8Array,
+  threads: number = Math.max(1, packingThreads(plan.end - plan.start, plan.members.length)),
 ): void {
-  const { members, offsets, start, end } = plan;
+  const { members, offsets, start } = plan;
   if (table.length < 3 * members.length) table = new Float64Array(3 * members.length);
   const base = stage.address - start;
   for (let m = 0; m < members.length; m++) {
@@ -92,6 +94,5 @@ export function packInParallel(
     table[at + 1] = base + offsets[m];
     table[at + 2] = bytes;
   }
-  const threads = Math.max(1, packingThreads(end - start, members.length));
   copyPieces(table, members.length, threads);
 }

@@ -32,8 +32,9 @@ export function hostToDevice(route: Route, submission: Submission): void {
       for (const { plan } of chunks) {
         const payload = plan.end - plan.start;
         const stage = options.usePinnedStaging ? submission.takeStaging(payload) : undefined;
-        if (stage && packingThreads(payload, plan.members.length) > 0) {
-          packInParallel(route, h2d, plan, stage, packed);
+        const threads = stage ? packingThreads(payload, plan.members.length) : 0;
+        if (stage && threads > 0) {
+          packInParallel(route, h2d, plan, stage, packed, threads);
         } else {
           packBySet(route, h2d, plan, stage, packed);
         }
