@@ -253,12 +253,14 @@ export class Route implements LeafSink {
 
   /**
    * Moves the outputs at `indices` from their (pinned) storage into ordinary
-   * memory they own: CUDA→CPU results without pinned staging.
+   * memory they own: CUDA→CPU results without pinned staging. An output
+   * disposed before the copy completed stays as it is.
    */
   moveOutputsToOrdinaryMemory(indices: ArrayLike<number>): void {
     for (let k = 0; k < indices.length; k++) {
-      const i = indices[k];
-      tensorInternals.rebind(this.outputs[i], this.outputs[i].toTypedArray().slice());
+      const output = this.outputs[indices[k]];
+      if (output.disposed) continue;
+      tensorInternals.rebind(output, output.toTypedArray().slice());
     }
   }
 

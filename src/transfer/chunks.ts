@@ -171,11 +171,17 @@ export function pendingChunkStorage(target: number): Storage {
 export function bindChunks(
   route: Route,
   chunks: readonly PlacedChunk[],
-  { indices, pool }: { indices: ArrayLike<number>; pool: BlockPool },
+  { indices, pool, made }: {
+    indices: ArrayLike<number>;
+    pool: BlockPool;
+    /** Called with each storage made (see `ChunkGather.holdOutputs`). */
+    made?: (storage: Storage) => void;
+  },
 ): void {
   for (const { plan, block, bound } of chunks) {
     if (bound) continue;
     const storage = new Storage(pool, block, plan.members.length);
+    made?.(storage);
     for (let m = 0; m < plan.members.length; m++) {
       route.bind(indices[plan.members[m]], storage, plan.offsets[m]);
     }
@@ -206,6 +212,11 @@ export interface ChunkGather {
   chunks: PlacedChunk[];
   /** The pool the chunks' blocks belong to. */
   chunkPool: BlockPool;
+  /**
+   * Whether the copy holds each chunk's storage until it settles (pinned
+   * outputs: Note [Submission lifetime] in submission.ts).
+   */
+  holdOutputs?: boolean;
   /** Queues the gather kernel and the send of one chunk. */
   send: (chunk: GatheredChunk) => void;
 }
@@ -217,7 +228,7 @@ export interface ChunkGather {
 export function gatherChunks(
   route: Route,
   submission: Submission,
-  { source, list, chunks, chunkPool, send }: ChunkGather,
+  { source, list, chunks, chunkPool, send, holdOutputs }: ChunkGather,
 ): Uint8Array {
   const packed = new Uint8Array(list.length);
   const scratchPool = devicePool(source);
@@ -255,7 +266,11 @@ export function gatherChunks(
       submission.stats.chunks++;
     }
   } finally {
-    bindChunks(route, chunks, { indices: list, pool: chunkPool });
+    bindChunks(route, chunks, {
+      indices: list,
+      pool: chunkPool,
+      made: holdOutputs ? (storage) => submission.holdOutput(storage) : undefined,
+    });
   }
   return packed;
 }

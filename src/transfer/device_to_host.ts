@@ -39,6 +39,7 @@ export function deviceToHost(
     list: rest,
     chunks,
     chunkPool: pinnedPool,
+    holdOutputs: true,
     send: ({ table, count, scratch, dst, payload }) => {
       gather({ device: source, table, count, dst: scratch, hostDst: dst, bytes: payload });
       submission.stats.copies++;
@@ -51,7 +52,9 @@ export function deviceToHost(
     const i = rest[k];
     const bytes = route.outputs[i].byteLength;
     const block = pinnedPool.acquire(bytes);
-    route.bind(i, new Storage(pinnedPool, block, 1), 0);
+    const storage = new Storage(pinnedPool, block, 1);
+    route.bind(i, storage, 0);
+    submission.holdOutput(storage);
     if (bytes > 0) {
       copyAsync({ device: source, dst: block.address, src: route.sourceAddress(i), bytes });
       submission.stats.copies++;

@@ -174,7 +174,9 @@ export function sendRuns(
     for (const { start, end, count } of ranges) {
       const lead = start % CHUNK_BASE_ALIGNMENT;
       const block = pinnedPool.acquire(lead + end - start);
-      storages.push(new Storage(pinnedPool, block, count));
+      const storage = new Storage(pinnedPool, block, count);
+      storages.push(storage);
+      submission.holdOutput(storage);
       shifts.push(lead - start);
       copyAsync({ device: source, dst: block.address + lead, src: start, bytes: end - start });
       submission.stats.copies++;

@@ -20,7 +20,14 @@
  *   here until the copy completes.
  * - Input storages (tensors already in pooled memory) get one more hold
  *   while the copy reads them, so that disposing an input mid-copy cannot
- *   hand its block to someone else. Host arenas the copy reads from are
+ *   hand its block to someone else.
+ * - Pinned outputs (a copy to the CPU writes its results into pinned
+ *   blocks) get one more hold until the copy settles
+ *   ({@linkcode Submission.holdOutput}): the CPU's next use of a block does
+ *   not queue behind the DMA, so an output disposed mid-copy (through
+ *   `outputs()` or a handle's `dispose()`) handed to the next copy's
+ *   staging was overwritten by the late DMA, and that copy sent the copy
+ *   back's bytes (tests/gpu/lifetime_test.ts). Host arenas the copy reads from are
  *   held the same way: `reset()` and `dispose()` throw until it settles.
  *
  * Completion is one event per device the copy touched, recorded after the
@@ -56,6 +63,7 @@ export class Submission {
   readonly #ops: LedgerOps;
   readonly #staging: Block[] = [];
   readonly #retained: Pick<Storage, "retain" | "release">[] = [];
+  readonly #outputs: Pick<Storage, "retain" | "release">[] = [];
   readonly #fences: DeviceEvent[] = [];
   readonly #events: DeviceEvent[] = [];
   // The devices involved, few (a list: a Set per copy cost more than its lookups).
@@ -128,6 +136,15 @@ export class Submission {
     const block = this.#ops.acquireStaging(bytes);
     this.#staging.push(block);
     return block;
+  }
+
+  /**
+   * Holds `storage`, pinned memory the copy writes its outputs into, until
+   * the copy settles (Note [Submission lifetime]).
+   */
+  holdOutput(storage: Pick<Storage, "retain" | "release">): void {
+    storage.retain();
+    this.#outputs.push(storage);
   }
 
   /** Keeps `arena` from being reset or freed until the copy settles. */
@@ -222,10 +239,12 @@ export class Submission {
     this.#reading = false;
     for (const block of this.#staging) this.#ops.releaseStaging(block);
     for (const storage of this.#retained) storage.release();
+    for (const storage of this.#outputs) storage.release();
     for (const { device, event } of this.#fences) this.#ops.releaseEvent(device, event);
     for (const arena of this.#arenas) arena.release();
     this.#staging.length =
       this.#retained.length =
+      this.#outputs.length =
       this.#fences.length =
       this.#arenas.length =
         0;

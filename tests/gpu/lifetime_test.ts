@@ -1,6 +1,15 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
-import { CudaError, disposeAll, startCopy, Tensor } from "../../mod.ts";
+import {
+  type AsyncCopyHandle,
+  CudaError,
+  disposeAll,
+  type HostArena,
+  hostArena,
+  startCopy,
+  Tensor,
+  type TypedArray,
+} from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
@@ -155,5 +164,94 @@ Deno.test({
     const result = await startCopy(input, "cuda:0").get();
     result.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), bytesOf(input[i])));
     disposeAll(result);
+  },
+});
+
+/**
+ * Starts `back` (a copy to the CPU) behind a long copy (256 MiB from a
+ * pinned arena, ~5 ms on the copy stream), disposes its outputs at once
+ * (through `outputs()`), and copies `mine` (through pinned staging the CPU
+ * writes now) to the device and back. Had the outputs' pinned blocks gone
+ * back to the pool when disposed, the next copy's staging could get one,
+ * and the late DMA of `back` would overwrite it before that copy sent it.
+ * Returns what `mine` became after the round trip.
+ */
+async function disposeBackEarly(
+  arena: HostArena,
+  back: () => AsyncCopyHandle<unknown>,
+  mine: TypedArray[],
+): Promise<TypedArray[]> {
+  const ahead = startCopy([arena.uint8(arena.byteLength - arena.usedBytes)], "cuda:0");
+  const handle = back();
+  disposeAll(handle.outputs());
+  const up = await startCopy(mine, "cuda:0", { useBackgroundThread: false }).get();
+  disposeAll(await ahead.get());
+  await handle.get();
+  arena.reset();
+  const landed = await startCopy(up, "cpu").get();
+  const copies = landed.map((tensor) => tensor.toTypedArray().slice());
+  disposeAll([up, landed]);
+  return copies;
+}
+
+Deno.test({
+  ...gpu,
+  name:
+    "outputs of a copy back disposed before it completes keep their pinned memory from the next copy until it has",
+  async fn() {
+    const bytes = 64 << 20;
+    const [onDevice] = await startCopy([new Uint8Array(bytes).fill(7)], "cuda:0").get();
+    using arena = hostArena(256 << 20);
+    try {
+      for (const options of [{ usePinnedStaging: false }, {}]) {
+        for (let round = 0; round < 3; round++) {
+          const mine = new Uint8Array(bytes).fill(100 + round);
+          const [landed] = await disposeBackEarly(
+            arena,
+            () => startCopy([onDevice], "cpu", options),
+            [mine],
+          );
+          const wrong = landed.findIndex((byte) => byte !== 100 + round);
+          assert.equal(wrong, -1, `${JSON.stringify(options)}, round ${round}: byte ${wrong}`);
+        }
+      }
+    } finally {
+      onDevice.dispose();
+    }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "outputs of a gathered copy back disposed before it completes keep their pinned chunk from the next copy until it has",
+  async fn() {
+    // 64 tensors in one device chunk, copied back in reverse order: no run,
+    // one gathered chunk in a pinned block.
+    const sources = Array.from({ length: 64 }, (_, i) => new Uint8Array(16 << 10).fill(i));
+    const onDevice = await startCopy(sources, "cuda:0").get();
+    using arena = hostArena(256 << 20);
+    try {
+      for (let round = 0; round < 3; round++) {
+        const mine = sources.map((source) => new Uint8Array(source.length).fill(200 + round));
+        let stats;
+        const landed = await disposeBackEarly(arena, () => {
+          const handle = startCopy(onDevice.toReversed(), "cpu");
+          stats = () => handle.stats();
+          return handle;
+        }, mine);
+        landed.forEach((array, k) => {
+          const wrong = array.findIndex((byte) => byte !== 200 + round);
+          assert.equal(
+            wrong,
+            -1,
+            `round ${round}: tensor ${k}, byte ${wrong} holds ${array[wrong]}`,
+          );
+        });
+        assert.equal(stats!().chunks, 1, "the copy back gathered one chunk");
+      }
+    } finally {
+      disposeAll(onDevice);
+    }
   },
 });

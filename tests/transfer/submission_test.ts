@@ -96,6 +96,31 @@ Deno.test("the input storages and arenas are held until the copy settles", () =>
   assert.deepEqual(log.slice(3), ["release input", "release arena", "completed"]);
 });
 
+Deno.test("pinned outputs are held until the copy settles, after its outputs are disposed on abort", () => {
+  const log: string[] = [];
+  const output = (name: string) => ({
+    retain: () => log.push(`retain ${name}`),
+    release: () => log.push(`release ${name}`),
+  });
+  const submission = new Submission(loggedRoute(log), undefined, undefined, loggedOps(log));
+  submission.involve(0);
+  submission.holdOutput(output("run"));
+  submission.holdOutput(output("chunk"));
+  const job = submission.job(() => log.push("completed"));
+  assert.deepEqual(log, ["retain run", "retain chunk", "retain input", "record event 0:1"]);
+  job.complete();
+  assert.deepEqual(log.slice(4), ["release input", "release run", "release chunk", "completed"]);
+
+  log.length = 0;
+  const failed = new Submission(loggedRoute(log), undefined, undefined, loggedOps(log));
+  failed.involve(0);
+  failed.holdOutput(output("run"));
+  failed.abort();
+  // The outputs' own holds go first (disposed), the ledger's last: the
+  // block returns only once both are gone, after the drain.
+  assert.deepEqual(log.slice(1), ["drain 0", "dispose output", "release run"]);
+});
+
 Deno.test("abort drains every stream the copy touched before it releases anything", () => {
   const log: string[] = [];
   const submission = new Submission(loggedRoute(log), undefined, undefined, loggedOps(log));
