@@ -62,7 +62,13 @@ export interface Placement {
 export function placeChunks(route: Route, { indices, pool, packer }: Placement): PlacedChunk[] {
   const blocks: Block[] = [];
   try {
-    const pending = route.chunkStorage;
+    // The pending storage is the walk's CPU chunk's: only its own plan may
+    // take it (a chunk from another device, planned now, in a copy to a
+    // device that also packs CPU leaves, once took it: attaching a second
+    // block threw, or its outputs were never bound).
+    const pending = packer !== undefined && packer === route.packer
+      ? route.chunkStorage
+      : undefined;
     let plans = sequentialChunk(packer ?? planNow(route, indices), pool, blocks, pending);
     if (plans && pending !== undefined) {
       return plans.map((plan) => ({ plan, block: blocks[0], bound: true }));

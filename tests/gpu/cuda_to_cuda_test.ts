@@ -53,3 +53,30 @@ Deno.test({
     releaseIdleStagers();
   },
 });
+
+Deno.test({
+  ignore: !hasGpu || deviceCount() < 2,
+  name:
+    "a copy to cuda:1 of CPU leaves and cuda:0 leaves together is bit-exact: each direction packs its own chunk",
+  async fn() {
+    const onFirst = everyDtype(71);
+    const first = await startCopy(onFirst, "cuda:0").get();
+    // Two small CPU leaves (their chunk packed in the walk), then one
+    // small and one large (no CPU chunk), beside the 13 cuda:0 tensors.
+    for (
+      const cpu of [
+        [randomArray(Float32Array, 5, 72), randomArray(Int16Array, 3, 73)],
+        [randomArray(Float32Array, 5, 74), randomArray(Uint8Array, 300_000, 75)],
+      ]
+    ) {
+      const handle = startCopy({ cpu, first }, "cuda:1");
+      const out = await handle.get();
+      assertRoundTrip([cpu, onFirst], [out.cpu, out.first], "cuda:1");
+      const back = await startCopy(out, "cpu").get();
+      assertRoundTrip([cpu, onFirst], [back.cpu, back.first], "cpu");
+      disposeAll([out, back]);
+    }
+    disposeAll(first);
+    releaseIdleStagers();
+  },
+});

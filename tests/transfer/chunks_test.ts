@@ -178,6 +178,54 @@ Deno.test("placeChunks() leaves the walk's chunk pending when it plans again, an
   route.releaseLists();
 });
 
+Deno.test("placeChunks() for the leaves of another device leaves the route's pending CPU chunk alone (mixed copies to a device)", async () => {
+  const { Storage } = await import("../../src/memory/storage.ts");
+  const { tensorInternals } = await import("../../src/tensor.ts");
+  const { pool: blocks } = pool();
+  // Stand-ins for two small tensors on cuda:0 (placing reads their outputs' sizes only).
+  const fromDevice0 = () =>
+    [0, 1].map(() => {
+      const tensor = tensorInternals.create("float32", [4], 0, 16);
+      tensorInternals.bind(tensor, Storage.pending(blocks), 0);
+      return tensor;
+    });
+  for (
+    const [name, cpuLeaves, cpuChunks] of [
+      ["two small CPU leaves (their chunk attached first)", [
+        new Float32Array(4),
+        new Float32Array(4),
+      ], 1],
+      ["one small CPU leaf (no CPU chunk)", [new Float32Array(4), new Float32Array(100_000)], 0],
+    ] as const
+  ) {
+    const route = new Route(1, resolveOptions(undefined), () => Storage.pending(blocks));
+    walk([...cpuLeaves, ...fromDevice0()], route);
+    const cpu = placeChunks(route, {
+      indices: route.h2d.view(),
+      pool: blocks,
+      packer: route.packer,
+    });
+    assert.equal(cpu.length, cpuChunks, name);
+    const pending = route.chunkStorage!;
+    const holds = pending.holds;
+    // As deviceToDevice places them: no packer of the walk's.
+    const peer = placeChunks(route, { indices: route.peer, pool: blocks });
+    assert.equal(peer.length, 1, name);
+    assert.equal(
+      peer[0].bound,
+      undefined,
+      `${name}: the peer chunk's outputs are bound to a storage of their own`,
+    );
+    assert.equal(route.chunkStorage, pending, name);
+    assert.equal(
+      pending.holds,
+      holds,
+      `${name}: the CPU chunk's storage took no block or hold of the peer chunk`,
+    );
+    route.releaseLists();
+  }
+});
+
 Deno.test("placeChunks() with no plan from the walk plans the given leaves in order now: the general planner's layout, for any subset (differential)", () => {
   // A copy to the CPU plans at the transfer only the leaves its runs leave
   // (device_to_host.ts): the plan made then must be the general planner's.
