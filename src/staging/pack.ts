@@ -47,6 +47,28 @@ export interface PackedChunk {
   readonly end: number;
 }
 
+/**
+ * The error for a leaf whose view no longer has the bytes the walk found
+ * (`bytes`; it views `now`): its buffer was detached or resized (a view
+ * that tracks a resizable buffer's length) by user code that ran after
+ * the walk read it (a getter later in the walk, or while the copy waited
+ * for memory). Staging refuses it: a grown view would write past its
+ * place (past its device block, copied from pageable memory), a shrunk one
+ * would leave stale bytes there.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { inputChanged } from "./pack.ts";
+ * assert.match(inputChanged(16, 0).message, /detached or resized during the copy \(now 0 bytes\)/);
+ * ```
+ */
+export function inputChanged(bytes: number, now: number): TypeError {
+  return new TypeError(
+    `Cannot copy a tensor of ${bytes} bytes whose buffer was detached or resized during the copy (now ${now} bytes): inputs must not change until get() resolves`,
+  );
+}
+
 // The packing loop's views of one chunk by class code (reused: no arrays per chunk).
 const chunkViews: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
 
@@ -78,7 +100,7 @@ export function packBySet(
   packed: Uint8Array,
 ): void {
   const { members, offsets, start, end } = plan;
-  const { hostData } = route;
+  const { hostData, outputs } = route;
   const codes = route.codes.data;
   const views = chunkViews;
   views.fill(undefined);
@@ -92,6 +114,8 @@ export function packBySet(
       src = route.hostBytes(i);
       code = arrayCodeOf(src);
     }
+    const bytes = outputs[i].byteLength;
+    if (src.byteLength !== bytes) throw inputChanged(bytes, src.byteLength);
     const view = views[code] ??= stage
       ? pinnedView(stage, ARRAY_CLASSES[code])
       : pageableView(end - start, ARRAY_CLASSES[code]);

@@ -19,7 +19,7 @@
 import { copyPieces, viewAddress } from "../../ffi/native.ts";
 import type { Block } from "../memory/block_pool_types.ts";
 import { stagingConcurrency } from "./background.ts";
-import type { PackedChunk, PackedLeaves } from "./pack.ts";
+import { inputChanged, type PackedChunk, type PackedLeaves } from "./pack.ts";
 
 /** Chunks with at least this many payload bytes may be packed by several threads. */
 export const PARALLEL_PACK_MIN_BYTES = 256 * 1024;
@@ -84,11 +84,7 @@ export function packInParallel(
     packed[k] = 1;
     const src = route.hostBytes(index);
     const bytes = route.outputs[index].byteLength;
-    if (src.byteLength !== bytes) {
-      throw new TypeError(
-        `Cannot copy a tensor of ${bytes} bytes whose buffer was detached or resized during the copy (${src.byteLength} bytes left): inputs must not change until get() resolves`,
-      );
-    }
+    if (src.byteLength !== bytes) throw inputChanged(bytes, src.byteLength);
     const at = 3 * m;
     table[at] = bytes === 0 ? 0 : viewAddress(src);
     table[at + 1] = base + offsets[m];

@@ -11,7 +11,7 @@ import { devicePool } from "../memory/device_memory.ts";
 import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
-import { packBySet, packView, pageableChunk } from "../staging/pack.ts";
+import { inputChanged, packBySet, packView, pageableChunk } from "../staging/pack.ts";
 import { packingThreads, packInParallel } from "../staging/parallel_pack.ts";
 import { bindChunks, placeChunks } from "./chunks.ts";
 import type { Submission } from "./submission.ts";
@@ -67,6 +67,7 @@ export function hostToDevice(route: Route, submission: Submission): void {
       continue;
     }
     const src = route.hostBytes(i);
+    if (src.byteLength !== bytes) throw inputChanged(bytes, src.byteLength);
     if (!options.usePinnedStaging) {
       copyFromBuffer({ device: target, dst: block.address, src });
     } else if (options.useBackgroundThread && bytes >= BACKGROUND_MIN_BYTES && !isResizable(src)) {

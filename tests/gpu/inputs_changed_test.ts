@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { disposeAll, setMemoryLimits, startCopy } from "../../mod.ts";
+import { disposeAll, setMemoryLimits, startCopy, type Tensor } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { JOB_BYTES } from "../../src/staging/background.ts";
@@ -97,6 +97,93 @@ for (
       }
       assert.equal(devicePool(0).inUseBytes, deviceInUse);
       assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
+    },
+  });
+}
+
+for (
+  const [what, length, options] of [
+    ["packed, with pinned staging", 16, {}],
+    ["packed, without pinned staging", 16, { usePinnedStaging: false }],
+    ["alone, with pinned staging", 100_000, {}],
+    ["alone, without pinned staging", 100_000, { usePinnedStaging: false }],
+  ] as const
+) {
+  for (const change of ["grows", "shrinks"] as const) {
+    Deno.test({
+      ...gpu,
+      name:
+        `a leaf over a resizable buffer that ${change} during the walk (${what}): the copy fails naming the cause, nothing leaks`,
+      async fn() {
+        const deviceInUse = devicePool(0).inUseBytes;
+        const pinnedInUse = pinnedPool.stats().inUseBytes;
+        const bytes = 4 * length;
+        const buffer = new ArrayBuffer(bytes, { maxByteLength: 4 * bytes });
+        const tracking = new Float32Array(buffer); // tracks the buffer's length
+        const input = [
+          tracking,
+          new Float32Array(length).fill(3),
+          // A getter the walk reads after the leaf: the leaf's view changes
+          // size between the walk and the staging of its bytes. Grown
+          // (without pinned staging, alone) it was copied whole into a
+          // device block of its old size, past the block's end.
+          {
+            get resize() {
+              buffer.resize(change === "grows" ? 2 * bytes : bytes / 2);
+              return 0;
+            },
+          },
+        ];
+        await assert.rejects(
+          (async () => disposeAll(await startCopy(input, "cuda:0", options).get()))(),
+          new RegExp(
+            `Cannot copy a tensor of ${bytes} bytes whose buffer was detached or resized during the copy \\(now ${buffer.byteLength} bytes\\)`,
+          ),
+        );
+        assert.equal(devicePool(0).inUseBytes, deviceInUse);
+        assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
+      },
+    });
+  }
+}
+
+for (const options of [{}, { usePinnedStaging: false }]) {
+  Deno.test({
+    ...gpu,
+    name: `a leaf resized during the walk of a copy into an earlier result (${
+      JSON.stringify(options)
+    }): the copy is refused naming the leaf, and the result keeps its bytes`,
+    async fn() {
+      const buffer = new ArrayBuffer(64, { maxByteLength: 256 });
+      const tracking = new Float32Array(buffer).fill(1); // tracks the buffer's length
+      let resize = false;
+      const input = [
+        tracking,
+        new Float32Array(16).fill(2),
+        {
+          get resize() {
+            if (resize) buffer.resize(128);
+            return 0;
+          },
+        },
+      ];
+      const previous = await startCopy(input, "cuda:0").get();
+      resize = true;
+      tracking.fill(5);
+      // Refused by the check of the data against the result (which reads
+      // every value before it reads a leaf's size), or by staging.
+      await assert.rejects(
+        async () => await startCopy(input, "cuda:0", { ...options, into: previous }).get(),
+        (error: Error) =>
+          error instanceof TypeError &&
+          /got a Float32Array of 32 elements|resized during the copy \(now 128 bytes\)/.test(
+            error.message,
+          ),
+      );
+      const back = await startCopy(previous, "cpu").get();
+      assert.deepEqual([...(back[0] as Tensor).toTypedArray()], new Array(16).fill(1));
+      assert.deepEqual([...(back[1] as Tensor).toTypedArray()], new Array(16).fill(2));
+      disposeAll([previous, back]);
     },
   });
 }

@@ -112,6 +112,31 @@ Deno.test("packBySet packs only the plan's members and marks only them", () => {
   (data[4] as Tensor).dispose();
 });
 
+Deno.test("packBySet refuses a member whose view grew or shrank after the walk (a resizable buffer), with nothing packed past it", () => {
+  for (const [what, newBytes] of [["shrank", 4], ["grew", 64]] as const) {
+    const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
+    const tracking = new Uint8Array(buffer); // tracks the buffer's length
+    const data = [new Float32Array([1, 2]), tracking, new Uint8Array([9, 9])];
+    const { route, h2d } = routed(data);
+    const plan = planOf(data, 0);
+    buffer.resize(newBytes);
+    const stage = new Uint8Array(plan.end + 64).fill(FILL);
+    assert.throws(
+      () => packBySet(route, h2d, plan, block(stage), new Uint8Array(data.length)),
+      (error: Error) =>
+        error instanceof TypeError &&
+        error.message.includes(
+          `Cannot copy a tensor of 16 bytes whose buffer was detached or resized during the copy (now ${newBytes} bytes)`,
+        ),
+      what,
+    );
+    assert.ok(
+      stage.subarray(plan.offsets[1]).every((byte) => byte === FILL),
+      `${what}: nothing packed from it on`,
+    );
+  }
+});
+
 Deno.test("pageableChunk grows to the largest chunk asked for and keeps its bytes between calls of no larger size", () => {
   const first = pageableChunk(100);
   first.fill(5);

@@ -18,7 +18,7 @@ import { type AsyncCopyHandle, createCopyHandle } from "../../copy_handle.ts";
 import type { ResolvedOptions } from "../../options.ts";
 import type { ResultEntry } from "../../reuse/results.ts";
 import { BACKGROUND_MIN_BYTES } from "../../staging/background.ts";
-import { packView } from "../../staging/pack.ts";
+import { inputChanged, packView } from "../../staging/pack.ts";
 import { DIRECT, type IntoRecord } from "./record.ts";
 import { Submission } from "../submission.ts";
 
@@ -110,7 +110,7 @@ function prepare(
   options: ResolvedOptions,
   now: boolean,
 ): Transfers {
-  const { groups, groupState, groupArena, groupDelta, views, offsets } = record;
+  const { groups, groupState, groupArena, groupDelta, views, offsets, byteLengths } = record;
   const transfers: Transfers = [];
   let heldArena: ArenaMemory | undefined;
   const { stats } = submission;
@@ -146,6 +146,10 @@ function prepare(
     if (!pinned) {
       for (const n of leaves) {
         const view = views[n]!;
+        // As the check read it: a getter later in the walk may have resized
+        // it since (see `inputChanged`). Arena views cannot be resized, nor
+        // can what goes to background staging.
+        if (view.byteLength !== byteLengths[n]) throw inputChanged(byteLengths[n], view.byteLength);
         if (view.byteLength === 0) continue;
         copyFromBuffer({ device: target, dst: storage.address + offsets[n], src: view });
         stats.copies++;
@@ -156,6 +160,7 @@ function prepare(
     for (let k = 0; k < leaves.length; k++) {
       const n = leaves[k];
       const view = views[n]!;
+      if (view.byteLength !== byteLengths[n]) throw inputChanged(byteLengths[n], view.byteLength);
       if (view.byteLength === 0) continue;
       packView(stage, offsets[n] - lo, view);
     }
