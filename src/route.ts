@@ -75,6 +75,7 @@ export class Route implements LeafSink {
   // Packers made after the walk (see adoptPacker).
   readonly #lastPackers: SequentialPacker[] = [];
   #moving = 0;
+  #released = false;
   // The pooled storages of the inputs, once per run of neighbours (see inputStorages).
   readonly #inputStorages: Storage[] = [];
   #lastInputStorage: Storage | undefined;
@@ -156,6 +157,10 @@ export class Route implements LeafSink {
 
   /** Returns the pooled index lists; the route's lists must not be used afterwards. */
   releaseLists(): void {
+    // Once only: a list returned twice to the pool would be lent to two
+    // routes at once (no caller does so; a cheap guard against one).
+    if (this.#released) return;
+    this.#released = true;
     this.h2d.release();
     this.fromArena.release();
     this.d2h.release();

@@ -297,3 +297,14 @@ Deno.test("a TypedArray leaf routes as readLeaf reads it and as the tensor that 
     unregisterArena(arenaBuffer);
   }
 });
+
+Deno.test("Route.releaseLists() returns the route's lists to the pool once, however often it is called", async () => {
+  const { borrowList } = await import("../src/number_list.ts");
+  const route = new Route(CUDA0, resolveOptions(undefined));
+  walk([new Float32Array(4), new Uint8Array(3)], route);
+  route.releaseLists();
+  route.releaseLists();
+  // Every list lent now is a list of its own, never one lent twice.
+  const lent = Array.from({ length: 8 }, () => borrowList());
+  assert.equal(new Set(lent).size, lent.length);
+});
