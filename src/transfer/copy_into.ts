@@ -80,8 +80,18 @@ export function startCopyInto(
     throw error;
   }
   // Nothing can throw for the caller's arguments past this point: the
-  // result is taken.
-  return submitInto(record, entry, into, target, options, ordered);
+  // result is taken. A copy that fails before it writes any tensor (its
+  // staging: a leaf resized by a setter of the result, no pinned memory)
+  // puts the values back too.
+  return submitInto(
+    record,
+    entry,
+    into,
+    target,
+    options,
+    ordered,
+    () => putBack(record.columns, previous, passes),
+  );
 }
 
 /** The columns of the values a copy passes through (reuse/into_match.ts). */

@@ -270,6 +270,31 @@ Deno.test({
   },
 });
 
+Deno.test({
+  ...gpu,
+  name:
+    "into: a result whose tensor was disposed is refused even where another tensor's hold over its memory balances the count",
+  async fn() {
+    // The count of holds alone (the result's tensors, launches, reading
+    // copies) came out right here: one tensor of the result disposed, one
+    // tensor of the user's over the same memory. The copy then wrote over
+    // the user's tensor.
+    const data = [new Float32Array([1, 2, 3, 4]), new Float32Array([5, 6, 7, 8])];
+    const result = await startCopy(data, "cuda:0").get();
+    await startCopy(data, "cuda:0", { into: result }).get();
+    const [mine] = await startCopy([result[0]], "cuda:0").get(); // over result[0]'s memory
+    result[0].dispose();
+    assert.throws(
+      () =>
+        startCopy([new Float32Array(4).fill(9), new Float32Array(4)], "cuda:0", { into: result }),
+      /Cannot copy into this result: its tensor 0 \(in the walk's order\) was disposed/,
+    );
+    const [back] = await startCopy([mine], "cpu").get();
+    assert.deepEqual([...(back as Tensor).toTypedArray()], [1, 2, 3, 4]);
+    disposeAll([result, mine, back]);
+  },
+});
+
 /**
  * A kernel reads the result's tensor (held back by a spinning kernel before
  * it on the compute stream) into `out`, while the next copy into the result
@@ -350,5 +375,43 @@ Deno.test({
     assert.deepEqual(bytesOf(readInto), current);
     assert.deepEqual(bytesOf(previous[0]), latest);
     disposeAll([previous, readInto]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "into: a copy that fails before writing a tensor puts the values it passed through back (all or none)",
+  async fn() {
+    const result = await startCopy(
+      { x: new Float32Array([1, 2]), meta: "old", y: new Float32Array([3, 4]) },
+      "cuda:0",
+    ).get() as Record<string, unknown>;
+    const buffer = new ArrayBuffer(8, { maxByteLength: 64 });
+    const x = new Float32Array(buffer).fill(5); // tracks the buffer's length
+    // A setter of the result's: it runs when the copy writes the value it
+    // passes through, after the data was checked, and shrinks a leaf, which
+    // staging then refuses. The value stayed written.
+    let meta: unknown = "old";
+    Object.defineProperty(result, "meta", {
+      get: () => meta,
+      set: (value) => {
+        meta = value;
+        buffer.resize(4);
+      },
+      enumerable: true,
+    });
+    await assert.rejects(
+      startCopy({ x, meta: "new", y: new Float32Array([7, 8]) }, "cuda:0", { into: result })
+        .get(),
+      /Cannot copy a tensor of 8 bytes whose buffer was detached or resized during the copy/,
+    );
+    assert.equal(result.meta, "old");
+    const back = await startCopy([result.x, result.y], "cpu").get();
+    assert.deepEqual(back.map((tensor) => [...(tensor as Tensor).toTypedArray()]), [[1, 2], [
+      3,
+      4,
+    ]]);
+    disposeAll([result, back]);
   },
 });

@@ -5,7 +5,9 @@
  * (all live), of kernel launches in flight and of library copies in flight
  * that read it (reuse/holders.ts). The launches are returned for the copy
  * to wait for on the GPU; any other hold (a tensor sharing the memory)
- * refuses the copy.
+ * refuses the copy, and so does a disposed tensor of the result whatever
+ * the count: a disposed tensor's hold is gone, and another's (a tensor of
+ * the user's over the same memory) would make the count come out right.
  *
  * @module
  */
@@ -37,17 +39,17 @@ export function checkHolds(
 ): GpuWork[] {
   reapFinished();
   let works: GpuWork[] | undefined;
+  for (let n = 0; n < tensors.length; n++) {
+    if (tensors[n].disposed) {
+      throw new Error(
+        `Cannot copy into this result: its tensor ${n} (in the walk's order) was disposed`,
+      );
+    }
+  }
   for (const { storage, leaves } of groups) {
     const holding = worksHolding(storage);
     const expected = leaves.length + holding.length + copiesReading(storage);
     if (storage.holds !== expected) {
-      for (const n of leaves) {
-        if (tensors[n].disposed) {
-          throw new Error(
-            `Cannot copy into this result: its tensor ${n} (in the walk's order) was disposed`,
-          );
-        }
-      }
       throw new Error(
         `Cannot copy into this result: something else holds its memory (${
           storage.holds - expected

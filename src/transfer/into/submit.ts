@@ -25,7 +25,8 @@ import { Submission } from "../submission.ts";
 /**
  * Queues the copy of the data `record` has read (once `ordered` settles,
  * where given) into `into` on device `target`, and makes its handle, whose
- * `get()` resolves with `into` itself.
+ * `get()` resolves with `into` itself. `unwritten` runs where the copy
+ * fails before it queued anything (its handle then fails).
  */
 export function submitInto(
   record: IntoRecord,
@@ -34,6 +35,7 @@ export function submitInto(
   target: number,
   options: ResolvedOptions,
   ordered: Promise<void> | undefined,
+  unwritten: () => void,
 ): AsyncCopyHandle<unknown> {
   const stats = Submission.emptyStats(record.ledger);
   const submission = new Submission(record.ledger, stats);
@@ -72,6 +74,7 @@ export function submitInto(
   } catch (error) {
     // The handle fails at once and aborts: the ledger drains and gives back what it took.
     submitted = Promise.reject(error);
+    unwritten();
   }
   return createCopyHandle<unknown>({
     events,
