@@ -190,9 +190,11 @@ export function sendRuns(
       if (r < 0) {
         rest.push(list[k]);
       } else if (r < storages.length) {
-        // An empty leaf views no byte: at the block's first payload byte.
-        const address = addressOf[k] < 0 ? ranges[r].start : addressOf[k];
-        route.bind(list[k], storages[r], address + shifts[r]);
+        // An empty leaf views no byte: at the block's first byte, aligned
+        // for any dtype (the run's first byte is not, where the copy that
+        // made the run packed with an alignment below 8).
+        const address = addressOf[k];
+        route.bind(list[k], storages[r], address < 0 ? 0 : address + shifts[r]);
       }
     }
   }

@@ -252,3 +252,27 @@ Deno.test({
     disposeAll([onDevice, pinned, again]);
   },
 });
+
+Deno.test({
+  ignore: !hasGpu,
+  name:
+    "an empty tensor copied back in a run is readable as its dtype, also where the run starts at a byte no wider dtype is aligned to",
+  async fn() {
+    // Packed with an alignment of 1, the run [u8(5), i64(0)] starts at
+    // byte 3 of the chunk: the empty int64 was bound there, and its view
+    // threw RangeError (without pinned staging the copy itself failed).
+    const onDevice = await startCopy(
+      [new Uint8Array(3), new Uint8Array(5).fill(7), new BigInt64Array(0), new Float64Array(0)],
+      "cuda:0",
+      { minPackedAlignmentBytes: 1 },
+    ).get();
+    for (const options of [{}, { usePinnedStaging: false }]) {
+      const back = await startCopy(onDevice.slice(1), "cpu", options).get();
+      assert.deepEqual([...(back[0] as Tensor).toTypedArray()], [7, 7, 7, 7, 7]);
+      assert.deepEqual((back[1] as Tensor).toTypedArray(), new BigInt64Array(0));
+      assert.deepEqual((back[2] as Tensor).toTypedArray(), new Float64Array(0));
+      disposeAll(back);
+    }
+    disposeAll(onDevice);
+  },
+});
