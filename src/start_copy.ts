@@ -13,6 +13,7 @@
 
 import { type AsyncCopyHandle, createCopyHandle } from "./copy_handle.ts";
 import { reapFinished } from "./copies_in_flight.ts";
+import type { CopyJob } from "./copy_job.ts";
 import { DEBUG, logCopy, traceCopy } from "./debug.ts";
 import { CPU, parseDevice } from "./device.ts";
 import { checkAfter, orderCopyAfter } from "./gpu/after.ts";
@@ -105,12 +106,25 @@ export function startCopy<T>(
     try {
       ordered = orderCopyAfter(after, devices);
     } catch (error) {
+      // As for a walk that failed: outputs that share an input's storage
+      // give their holds back (else the input's memory stays taken until
+      // they are collected).
+      route.disposeShared();
       route.releaseLists();
       throw error;
     }
   }
   const trace = DEBUG ? traceCopy(route, started) : undefined;
-  const job = ordered ? submitAfter(route, ordered) : submit(route);
+  let job: CopyJob<void>;
+  try {
+    job = ordered ? submitAfter(route, ordered) : submit(route);
+  } catch (error) {
+    // Thrown before anything was queued (admission: a malformed MTC_*
+    // memory variable): as above.
+    route.disposeShared();
+    route.releaseLists();
+    throw error;
+  }
   if (job.submitted !== undefined && !job.waitsForMemory) {
     holdOutputsUntilQueued(route.outputs, job.submitted);
   }

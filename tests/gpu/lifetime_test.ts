@@ -6,6 +6,8 @@ import {
   disposeAll,
   type HostArena,
   hostArena,
+  MemoryLimitError,
+  setMemoryLimits,
   startCopy,
   Tensor,
   type TypedArray,
@@ -253,5 +255,32 @@ Deno.test({
     } finally {
       disposeAll(onDevice);
     }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "a startCopy that throws after its walk (after names a failed copy) gives back the holds of its outputs over inputs on the target",
+  async fn() {
+    const base = devicePool(0).stats().inUseBytes;
+    const [onDevice] = await startCopy([new Float32Array(64)], "cuda:0").get();
+    const limits = setMemoryLimits({});
+    let failed;
+    try {
+      setMemoryLimits({ deviceBytes: devicePool(0).stats().inUseBytes + 4096 });
+      failed = startCopy([new Float32Array(1 << 20)], "cuda:0"); // can never fit
+      await assert.rejects(failed.get(), MemoryLimitError);
+    } finally {
+      setMemoryLimits(limits);
+    }
+    // The walk made a tensor over onDevice's memory (it is on the target
+    // already), with a hold of its own; the throw left that hold taken.
+    assert.throws(
+      () => startCopy([onDevice, new Float32Array(4)], "cuda:0", { after: failed }),
+      MemoryLimitError,
+    );
+    onDevice.dispose();
+    assert.equal(devicePool(0).stats().inUseBytes, base);
   },
 });
