@@ -179,17 +179,50 @@ interface Run {
   end: number;
 }
 
+/**
+ * The alignment a run's first byte needs on the device so that every
+ * output keeps its packed alignment: the runs align their members relative
+ * to their start, and a block's address is a multiple of every power of
+ * two up to 256 (as a rule), not of 6, 24 or 512 (`minPackedAlignmentBytes`
+ * may be any integer). The least common multiple of the alignments of
+ * every element size.
+ */
+function runBaseAlignment(minAlignment: number): number {
+  let base = 1;
+  for (const size of [1, 2, 4, 8]) {
+    const align = effectiveAlignment(minAlignment, size);
+    base = base / gcd(base, align) * align;
+  }
+  return base;
+}
+
+function gcd(a: number, b: number): number {
+  while (b !== 0) [a, b] = [b, a % b];
+  return a;
+}
+
 function sendRun(route: Route, submission: Submission, run: Run): void {
   const { target } = route;
   const pool = devicePool(target);
   const { indices, offsets, order, from, to, start } = run;
   const span = run.end - start;
-  const block = pool.acquire(span);
+  let block = pool.acquire(span);
+  // A run of several leaves starts at an address of its base alignment:
+  // where the block's is not, a block with room to shift the run is taken.
+  let lead = 0;
+  if (to - from > 1) {
+    const alignment = runBaseAlignment(route.options.minPackedAlignmentBytes);
+    if (block.address % alignment !== 0) {
+      pool.release(block);
+      block = pool.acquire(span + alignment);
+      lead = (alignment - (block.address % alignment)) % alignment;
+    }
+  }
   // The walk bound every arena leaf at its offset in the arena: one run of
   // them all from the arena's start needs no binding (see `Route.arenaStorage`).
   const pending = route.arenaStorage;
   const bound = pending !== undefined && route.arenas.length === 1 && from === 0 &&
-    to === route.fromArena.length && start === 0;
+    to === route.fromArena.length && start === 0 && lead === 0;
   const storage = bound ? pending : new Storage(pool, block, to - from);
   if (bound) pending.attach(block, to - from);
   // Outputs are bound after the DMA is queued, in `finally`:
@@ -198,7 +231,7 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
     if (span > 0) {
       copyAsync({
         device: target,
-        dst: block.address,
+        dst: block.address + lead,
         src: run.arena.address + start,
         bytes: span,
       });
@@ -206,7 +239,7 @@ function sendRun(route: Route, submission: Submission, run: Run): void {
     }
   } finally {
     for (let o = from; !bound && o < to; o++) {
-      route.bind(indices[order[o]], storage, offsets[order[o]] - start);
+      route.bind(indices[order[o]], storage, lead + offsets[order[o]] - start);
     }
   }
   if (to - from > 1) {

@@ -4,7 +4,7 @@ import { disposeAll, hostArena, MemoryLimitError, setMemoryLimits, startCopy } f
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { assertRoundTrip, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
+import { assertRoundTrip, bytesOf, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
 
 // Tensors built in a host arena go to the GPU from where they lie: one DMA
 // per run of neighbours, no staging, no packing copy; the arena cannot be
@@ -198,5 +198,26 @@ Deno.test({
     arena.dispose();
     releaseIdleStagers();
     assert.deepEqual(memoryStats().outsidePools, before);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "arena leaves sent in one run keep the packed alignment of any minPackedAlignmentBytes on the device, not only those 256 is a multiple of",
+  async fn() {
+    // Views 48 (or 96) bytes apart join one run; the run's block started
+    // at a multiple of 256 only, so every output lay at 32 mod 48.
+    for (const min of [48, 96, 1024]) {
+      using arena = hostArena(1 << 16);
+      const leaves = Array.from({ length: 4 }, (_, i) => arena.uint8(min).fill(i + 1));
+      const handle = startCopy(leaves, "cuda:0", { minPackedAlignmentBytes: min });
+      const out = await handle.get();
+      assert.equal(handle.stats().packedTensors, 4, `${min}: one run of four`);
+      for (const tensor of out) assert.equal(ptrAddress(tensor) % min, 0, `${min}`);
+      const back = await startCopy(out, "cpu").get();
+      back.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), bytesOf(leaves[i])));
+      disposeAll([out, back]);
+    }
   },
 });
