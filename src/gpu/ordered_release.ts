@@ -81,7 +81,7 @@ export class OrderedRelease {
   /** Device memory held until its ordering can be queued. */
   #deferred: { storage: Storage; device: DeviceIndex }[] | undefined;
   /** One marker per stream item, for host memory. */
-  #markers: Map<CudaStream, GpuWork> | undefined;
+  #markers: Map<CudaStream, GpuWork[]> | undefined;
 
   /** Checks `after` (the `after` option of `what`). */
   constructor(after: unknown, what: string) {
@@ -109,29 +109,34 @@ export class OrderedRelease {
       return; // ordinary memory: the garbage collector's, never reused under the GPU
     }
     for (const item of this.#items) {
-      held.take();
-      const kept = item instanceof AsyncCopyHandle
-        ? holdUntilCopySettled(item, held)
-        : holdUntilDone(item instanceof GpuWork ? item : this.#markerOf(item), held);
-      if (!kept) held.release();
+      if (item instanceof AsyncCopyHandle) {
+        held.take();
+        if (!holdUntilCopySettled(item, held)) held.release();
+        continue;
+      }
+      // Found before a hold is taken: recording a marker may fail.
+      const works = item instanceof GpuWork ? [item] : this.#markersOf(item);
+      for (const work of works) {
+        held.take();
+        if (!holdUntilDone(work, held)) held.release();
+      }
     }
   }
 
   /**
-   * A marker recorded now on `stream`, settled like a launch; or the
-   * stream's last launch, when that is not queued yet.
+   * What stands for everything on `stream` so far: a marker recorded now
+   * (the work queued on it), and its last launch where that is not queued
+   * yet. The marker alone, then: a launch not queued yet that fails (the
+   * copy it waits for ran out of memory) says nothing of the work queued
+   * before it, which the last launch alone stood for (the memory went back
+   * while that work still read it).
    */
-  #markerOf(stream: CudaStream): GpuWork {
+  #markersOf(stream: CudaStream): GpuWork[] {
     const markers = this.#markers ??= new Map();
-    let marker = markers.get(stream);
-    if (marker === undefined) {
+    let found = markers.get(stream);
+    if (found === undefined) {
       const device = streamDevice(stream);
       const address = streamAddress(stream);
-      const tail = tailWork(device, address);
-      if (tail) {
-        markers.set(stream, tail);
-        return tail;
-      }
       const event = acquireEvent(device);
       try {
         eventRecordOn(device, address, event);
@@ -139,10 +144,12 @@ export class OrderedRelease {
         releaseEvent(device, event);
         throw error;
       }
-      marker = makeWork(device, address, event, "a deferred release");
-      markers.set(stream, marker);
+      found = [makeWork(device, address, event, "a deferred release")];
+      const tail = tailWork(device, address);
+      if (tail) found.push(tail);
+      markers.set(stream, found);
     }
-    return marker;
+    return found;
   }
 
   #orderDevice(storage: Storage, device: DeviceIndex): void {

@@ -1,6 +1,13 @@
 import assert from "node:assert/strict";
 import { type FaultSite, testAids } from "../../ffi/test_aids.ts";
-import { CudaError, deviceCount, disposeAll, releaseCachedMemory, startCopy } from "../../mod.ts";
+import {
+  createStream,
+  CudaError,
+  deviceCount,
+  disposeAll,
+  releaseCachedMemory,
+  startCopy,
+} from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
@@ -147,3 +154,26 @@ for (const { site, error, direction, input, delayFirst, arrange } of cases) {
     },
   });
 }
+
+Deno.test({
+  ignore: !hasGpu,
+  name:
+    "dispose({ after: stream }) of pinned memory that fails to record its marker takes no hold: a plain dispose then gives the memory back",
+  async fn() {
+    const [onDevice] = await startCopy([new Float32Array(1024)], "cuda:0").get();
+    const base = pinnedPool.stats().inUseBytes;
+    const [pinned] = await startCopy([onDevice], "cpu").get();
+    const stream = createStream("cuda:0");
+    testAids!.injectFault("event-record", { error: 999 });
+    try {
+      assert.throws(() => pinned.dispose({ after: stream }), CudaError);
+    } finally {
+      testAids!.injectFault("off");
+    }
+    assert.equal(pinned.disposed, false, "the failed dispose changed nothing");
+    pinned.dispose();
+    assert.equal(pinnedPool.stats().inUseBytes, base, "no hold was left behind");
+    stream.dispose();
+    onDevice.dispose();
+  },
+});

@@ -236,3 +236,42 @@ Deno.test({
     module.dispose();
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "pinned memory disposed after a stream stays held while the stream's queued work runs, when the launch not queued behind it fails",
+  async fn() {
+    const module = await loadModule(await stepKernelsPtx());
+    const spin = module.kernel("spin_ns", ["u64"]);
+    const write = module.kernel("write_u32", ["ptr", "u32"]);
+    const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
+    const [pinned] = await startCopy([flag], "cpu").get(); // pinned host memory
+    const stream = createStream("cuda:0");
+    // Queued on the stream, running for a while: it stands for the user's
+    // work that still reads `pinned`.
+    const running = spin.launch({ grid: 1, block: 1, args: [BigInt(HOLD_US * 1000)], stream });
+    const inUse = devicePool(0).inUseBytes;
+    const before = setMemoryLimits({});
+    let failing: AsyncCopyHandle<unknown>;
+    try {
+      setMemoryLimits({ deviceBytes: inUse + MiB });
+      failing = startCopy([new Uint8Array(2 * MiB)], "cuda:0"); // can never fit
+    } finally {
+      setMemoryLimits(before);
+    }
+    // The stream's last launch, not queued: it waits for the failing copy.
+    const doomed = write.launch({ grid: 1, block: 1, args: [flag, 3], stream, after: failing });
+    const held = pinnedPool.stats().inUseBytes;
+    pinned.dispose({ after: stream });
+    await assert.rejects(() => doomed.done(), /memory limit/);
+    // The launch that never ran stood for everything on the stream: its
+    // failure gave the memory back while `running` still ran.
+    assert.equal(running.ready(), false, "the spin outlasts this check");
+    assert.equal(pinnedPool.stats().inUseBytes, held, "still held while the stream's work runs");
+    await running.done();
+    stream.dispose();
+    flag.dispose();
+    module.dispose();
+  },
+});
