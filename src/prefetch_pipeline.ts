@@ -23,7 +23,7 @@
  * @module
  */
 
-import type { AsyncCopyHandle } from "./copy_handle.ts";
+import { type AsyncCopyHandle, whenCopyQueued } from "./copy_handle.ts";
 import { disposeAll } from "./dispose.ts";
 import type { StartCopyOptions } from "./options.ts";
 import { shown } from "./shown.ts";
@@ -176,9 +176,13 @@ export async function* prefetchBatches<T>(
     if (disposePrevious && previous !== undefined) disposeAll(previous);
     previous = undefined;
     for (const pending of queue) {
-      if ("handle" in pending) {
-        await pending.handle.get().then(disposeAll, () => {});
-      }
+      if (!("handle" in pending)) continue;
+      const settled = pending.handle.get().then(disposeAll, () => {});
+      // A copy not queued yet (one waiting for memory, which the batch the
+      // body kept may be holding until the loop has left) is disposed once
+      // it settles, not awaited: awaiting it hung the loop's exit until the
+      // wait timed out, or for ever.
+      if (whenCopyQueued(pending.handle) === undefined) await settled;
     }
     queue.length = 0;
     await closing;

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
-import { disposeAll, prefetch } from "../../mod.ts";
+import { disposeAll, prefetch, setMemoryLimits } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
+import { inFlight } from "../../src/copies_in_flight.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { assertRoundTrip, hasGpu } from "./_helpers.ts";
@@ -37,5 +38,54 @@ Deno.test({
     }
     assert.equal(devicePool(0).stats().inUseBytes, device);
     assert.equal(pinnedPool.stats().inUseBytes, pinned);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "leaving a prefetch loop does not wait for a copy that waits for memory the kept batch holds",
+  async fn() {
+    // The body keeps its batch past the loop (disposePrevious: false) and
+    // leaves; the next copy waits for memory under the limit, and only the
+    // kept batch's disposal (after the loop) frees it. The exit awaited that
+    // copy: it hung until the wait timed out (60 s here), or for ever.
+    const MiB = 1024 * 1024;
+    const limits = setMemoryLimits({});
+    const base = devicePool(0).stats().inUseBytes;
+    try {
+      setMemoryLimits({ deviceBytes: base + 1.5 * MiB, waitMs: 60_000 });
+      const source = function* () {
+        for (let i = 0; i < 4; i++) yield [new Uint8Array(MiB).fill(i)];
+      };
+      let kept: unknown;
+      const left = (async () => {
+        for await (
+          const batch of prefetch(source(), "cuda:0", { depth: 1, disposePrevious: false })
+        ) {
+          kept = batch;
+          break;
+        }
+        return "left";
+      })();
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = await Promise.race([
+        left,
+        new Promise((resolve) => {
+          timer = setTimeout(() => resolve("still in the loop after 5 s"), 5000);
+        }),
+      ]);
+      clearTimeout(timer);
+      assert.equal(waited, "left");
+      disposeAll(kept);
+      // The copy that waited is admitted now, and disposed once it settles.
+      const deadline = Date.now() + 5000;
+      while (inFlight.size > 0 || devicePool(0).stats().inUseBytes !== base) {
+        assert.ok(Date.now() < deadline, "the copy left behind settled and its memory came back");
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    } finally {
+      setMemoryLimits(limits);
+    }
   },
 });
