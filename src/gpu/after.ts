@@ -28,6 +28,7 @@ import type { DeviceIndex } from "../device.ts";
 import { describe } from "./arguments.ts";
 import { copyStream } from "./device_streams.ts";
 import { CudaStream, streamAddress, streamDevice } from "./stream.ts";
+import { streamMarkers } from "./stream_markers.ts";
 import { streamTail } from "./stream_tail.ts";
 import { enqueueWorkWait, GpuWork, whenWorkQueued } from "./work.ts";
 
@@ -148,6 +149,26 @@ export function notQueuedYet(
 }
 
 /**
+ * `after` for what is queued later, once its items are: each stream
+ * replaced by what stands for its work now (stream_markers.ts). Asked later,
+ * a stream could have been disposed (the ordering threw, failing the
+ * launch or copy), and work queued on it after the call would have counted.
+ */
+export function capturedAfter(after: readonly After[]): readonly After[] {
+  let captured: After[] | undefined;
+  for (let i = 0; i < after.length; i++) {
+    const item = after[i];
+    if (item instanceof CudaStream) {
+      captured ??= after.slice(0, i);
+      captured.push(...streamMarkers(item, "an ordering after a stream"));
+    } else if (captured !== undefined) {
+      captured.push(item);
+    }
+  }
+  return captured ?? after;
+}
+
+/**
  * Orders a copy after `after` items (startCopy's option): the copy streams
  * of `devices`, which the copy queues work on, wait for them on the GPU.
  * Returns `undefined` once that is queued, or, where some item is not
@@ -165,5 +186,6 @@ export function orderCopyAfter(
     return undefined;
   }
   const list = [...devices];
-  return notQueued.then(() => list.forEach(order));
+  const items = capturedAfter(after);
+  return notQueued.then(() => list.forEach((device) => orderAfter(copyStream(device), items)));
 }

@@ -25,7 +25,14 @@ import type { ParamType } from "./kernel_params.ts";
 import { type DeviceIndex, deviceName } from "../device.ts";
 import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
-import { type After, checkAfter, notQueuedYet, orderAfter, orderAfterOn } from "./after.ts";
+import {
+  type After,
+  capturedAfter,
+  checkAfter,
+  notQueuedYet,
+  orderAfter,
+  orderAfterOn,
+} from "./after.ts";
 import { checkStream, type CudaStream, streamAddress } from "./stream.ts";
 import { defaultStreamOf } from "./device_streams.ts";
 import { LaunchBuffer } from "./launch_buffer.ts";
@@ -189,6 +196,8 @@ export class Kernel {
   ): GpuWork {
     const config = this.#buffer.bytes.slice();
     const address = streamAddress(stream);
+    // The streams named in `after` as they are now (they may be disposed by then).
+    const ordered = capturedAfter(after);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();
     const work = deferWork(
@@ -198,7 +207,7 @@ export class Kernel {
       ready,
       () => {
         // The stream may have been disposed since: it is destroyed only after this.
-        orderAfterOn(this.#device, address, after);
+        orderAfterOn(this.#device, address, ordered);
         return this.#queue(address, config);
       },
       holds,

@@ -13,19 +13,17 @@
  * @module
  */
 
-import { eventRecordOn } from "../../ffi/events.ts";
 import type { ArenaMemory } from "../arena_index.ts";
 import { AsyncCopyHandle, holdUntilCopySettled } from "../copy_handle.ts";
 import type { Releasable } from "../copy_job.ts";
 import { CPU, type DeviceIndex } from "../device.ts";
-import { acquireEvent, releaseEvent } from "../memory/event_pool.ts";
 import type { Storage } from "../memory/storage.ts";
 import { shown } from "../shown.ts";
-import { type After, checkAfter, notQueuedYet, orderAfter } from "./after.ts";
-import { tailWork } from "./deferred_work.ts";
+import { type After, capturedAfter, checkAfter, notQueuedYet, orderAfter } from "./after.ts";
 import { copyStream } from "./device_streams.ts";
-import { type CudaStream, streamAddress, streamDevice } from "./stream.ts";
-import { GpuWork, holdUntilDone, makeWork } from "./work.ts";
+import type { CudaStream } from "./stream.ts";
+import { streamMarkers } from "./stream_markers.ts";
+import { GpuWork, holdUntilDone } from "./work.ts";
 
 /**
  * Options of `Tensor.dispose` and `disposeAll`.
@@ -124,29 +122,16 @@ export class OrderedRelease {
   }
 
   /**
-   * What stands for everything on `stream` so far: a marker recorded now
-   * (the work queued on it), and its last launch where that is not queued
-   * yet. The marker alone, then: a launch not queued yet that fails (the
-   * copy it waits for ran out of memory) says nothing of the work queued
-   * before it, which the last launch alone stood for (the memory went back
-   * while that work still read it).
+   * What stands for everything on `stream` so far (stream_markers.ts), once
+   * per stream: the stream's last launch alone, where it was not queued
+   * yet, stood for it, and where that launch failed the memory went back
+   * while the work queued before it still read it.
    */
   #markersOf(stream: CudaStream): GpuWork[] {
     const markers = this.#markers ??= new Map();
     let found = markers.get(stream);
     if (found === undefined) {
-      const device = streamDevice(stream);
-      const address = streamAddress(stream);
-      const event = acquireEvent(device);
-      try {
-        eventRecordOn(device, address, event);
-      } catch (error) {
-        releaseEvent(device, event);
-        throw error;
-      }
-      found = [makeWork(device, address, event, "a deferred release")];
-      const tail = tailWork(device, address);
-      if (tail) found.push(tail);
+      found = streamMarkers(stream, "a deferred release");
       markers.set(stream, found);
     }
     return found;
@@ -162,15 +147,17 @@ export class OrderedRelease {
       return;
     }
     // Held until the ordering is queued (a microtask at the earliest, after
-    // the caller's loop over its tensors).
+    // the caller's loop over its tensors), after the streams' work as it is
+    // now (a stream may be disposed meanwhile).
     storage.retain();
     if (this.#deferred === undefined) {
       const deferred: { storage: Storage; device: DeviceIndex }[] = this.#deferred = [];
+      const items = capturedAfter(this.#items);
       notQueued.then(() => {
         for (const { device } of deferred) {
           if (this.#ordered.has(device)) continue;
           this.#ordered.add(device);
-          this.#orderCopyStream(device);
+          this.#orderCopyStream(device, items);
         }
       }).finally(() => {
         for (const { storage } of deferred) storage.release();
@@ -180,9 +167,9 @@ export class OrderedRelease {
   }
 
   /** Makes the copy stream of `device` wait for each item (all queued now). */
-  #orderCopyStream(device: DeviceIndex): void {
+  #orderCopyStream(device: DeviceIndex, items: readonly After[] = this.#items): void {
     const stream = copyStream(device);
-    for (const item of this.#items) {
+    for (const item of items) {
       try {
         orderAfter(stream, [item]);
       } catch {

@@ -275,3 +275,36 @@ Deno.test({
     module.dispose();
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "a launch and a copy ordered after a copy waiting for memory and a stream run once it is queued, even where the stream was disposed meanwhile",
+  async fn() {
+    const module = await loadModule(await stepKernelsPtx());
+    const write = module.kernel("write_u32", ["ptr", "u32"]);
+    const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
+    const before = setMemoryLimits({});
+    try {
+      setMemoryLimits({ deviceBytes: devicePool(0).inUseBytes + MiB, waitMs: 10_000 });
+      const [room] = await startCopy([new Uint8Array(MiB - 64)], "cuda:0").get(); // the room left
+      const waiting = startCopy([new Uint8Array(MiB / 2)], "cuda:0"); // waits for `room`
+      const other = createStream("cuda:0");
+      const launch = write.launch({ grid: 1, block: 1, args: [flag, 7], after: [waiting, other] });
+      const copy = startCopy([new Float32Array(4)], "cuda:0", { after: [waiting, other] });
+      // Legal: its work is queued. The launch and copy asked for it only
+      // once `waiting` was queued, and failed ("Cannot use a disposed stream").
+      other.dispose();
+      room.dispose();
+      await launch.done();
+      disposeAll([await copy.get(), await waiting.get()]);
+      const [back] = await startCopy([flag], "cpu").get();
+      assert.deepEqual([...back.toTypedArray()], [7]);
+      disposeAll(back);
+    } finally {
+      setMemoryLimits(before);
+    }
+    flag.dispose();
+    module.dispose();
+  },
+});
