@@ -79,11 +79,20 @@ export function copyAsync({ device, dst, src, bytes, event = 0 }: AsyncCopy): vo
 export function copyFromBuffer(
   { device, dst, src }: { device: number; dst: number; src: ArrayBufferView },
 ): void {
+  // The engine's size of the view, not its `byteLength` property, which a
+  // subclass or an own property may set to anything (the copy then read
+  // past the buffer).
+  const bytes = byteLengthOf.call(src) as number;
   check(
-    sym().mtc_copy_from_buffer(device, dst, src, 0, src.byteLength),
-    () => `copy ${src.byteLength} bytes from host to cuda:${device}`,
+    sym().mtc_copy_from_buffer(device, dst, src, 0, bytes),
+    () => `copy ${bytes} bytes from host to cuda:${device}`,
   );
 }
+
+const byteLengthOf = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Int8Array.prototype),
+  "byteLength",
+)!.get!;
 
 /**
  * The address of `view`'s first byte (0 for a detached or empty view),

@@ -54,5 +54,14 @@ export function arenaCollected(): void {
  */
 export function arenaOf(view: ArrayBufferView): ArenaMemory | undefined {
   if (registered === 0) return undefined;
-  return (view.buffer as { [ARENA]?: ArenaMemory })[ARENA];
+  // The engine's buffer, not the view's `buffer` property (which a subclass
+  // or an own property could point at an arena the view does not lie in).
+  const buffer = view instanceof DataView ? dataViewBuffer.call(view) : typedArrayBuffer.call(view);
+  return (buffer as { [ARENA]?: ArenaMemory })[ARENA];
 }
+
+const typedArrayBuffer = Object.getOwnPropertyDescriptor(
+  Object.getPrototypeOf(Int8Array.prototype),
+  "buffer",
+)!.get!;
+const dataViewBuffer = Object.getOwnPropertyDescriptor(DataView.prototype, "buffer")!.get!;

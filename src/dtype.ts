@@ -195,6 +195,50 @@ export function arrayFitsDType(value: ArrayBufferView, dtype: DType): boolean {
   return false;
 }
 
+const TYPED_ARRAY_PROTOTYPE = Object.getPrototypeOf(Int8Array.prototype);
+const intrinsicGetter = (name: string) =>
+  Object.getOwnPropertyDescriptor(TYPED_ARRAY_PROTOTYPE, name)!.get! as (this: unknown) => number;
+const byteLengthGetter = intrinsicGetter("byteLength");
+const byteOffsetGetter = intrinsicGetter("byteOffset");
+const lengthGetter = intrinsicGetter("length");
+const bufferGetter = Object.getOwnPropertyDescriptor(TYPED_ARRAY_PROTOTYPE, "buffer")!.get! as (
+  this: unknown,
+) => ArrayBufferLike;
+
+/**
+ * A TypedArray's byte length as the engine knows it. `view.byteLength` is
+ * an ordinary property read: a subclass's getter or an own property may
+ * answer anything, and a copy that trusted it read past the buffer's end
+ * (a crash, or neighbouring memory sent to the device).
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { viewByteLength } from "./dtype.ts";
+ * const view = new Uint8Array(16);
+ * Object.defineProperty(view, "byteLength", { value: 4096 });
+ * assert.equal(viewByteLength(view), 16);
+ * ```
+ */
+export function viewByteLength(view: ArrayBufferView): number {
+  return byteLengthGetter.call(view);
+}
+
+/** A TypedArray's byte offset as the engine knows it (see {@linkcode viewByteLength}). */
+export function viewByteOffset(view: ArrayBufferView): number {
+  return byteOffsetGetter.call(view);
+}
+
+/** A TypedArray's length as the engine knows it (see {@linkcode viewByteLength}). */
+export function viewLength(view: ArrayBufferView): number {
+  return lengthGetter.call(view);
+}
+
+/** A TypedArray's buffer as the engine knows it (see {@linkcode viewByteLength}). */
+export function viewBuffer(view: ArrayBufferView): ArrayBufferLike {
+  return bufferGetter.call(view);
+}
+
 /** Whether a view's buffer is detached. */
 export function isDetached(view: ArrayBufferView): boolean {
   return (view.buffer as ArrayBuffer).detached === true;

@@ -22,7 +22,7 @@
 import { arenaOf } from "./arena_index.ts";
 import { arrayCodeOf, CODE_DTYPE } from "./array_code.ts";
 import { CPU } from "./device.ts";
-import type { TypedArray } from "./dtype.ts";
+import { type TypedArray, viewByteLength, viewLength } from "./dtype.ts";
 import { Tensor, type TensorFields, tensorFields, tensorInternals } from "./tensor.ts";
 import { vectorShape } from "./vector_shape.ts";
 
@@ -70,8 +70,8 @@ export function readLeaf(leaf: TypedArray | Tensor, out: LeafFields): void {
   out.code = code;
   out.device = CPU;
   out.dtype = CODE_DTYPE[code];
-  out.shape = vectorShape(leaf.length);
-  out.byteLength = leaf.byteLength;
+  out.shape = vectorShape(viewLength(leaf));
+  out.byteLength = viewByteLength(leaf);
   out.arena = arenaOf(leaf);
   out.storage = undefined;
 }

@@ -20,8 +20,8 @@
 
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { CODE_DTYPE, NO_CODE } from "./array_code.ts";
-import type { DType, TypedArray } from "./dtype.ts";
+import { CODE_BYTES, CODE_DTYPE, NO_CODE } from "./array_code.ts";
+import { type DType, type TypedArray, viewByteLength, viewByteOffset } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { SequentialPacker } from "./pack_plan.ts";
@@ -231,10 +231,11 @@ export class Route implements LeafSink {
    */
   #addArray(leaf: TypedArray, code: number): unknown {
     this.tensors++;
-    const byteLength = leaf.byteLength;
+    // The engine's size, not the leaf's `byteLength` property (see viewByteLength).
+    const byteLength = viewByteLength(leaf);
     this.bytes += byteLength;
     const dtype = CODE_DTYPE[code];
-    const shape = vectorShape(leaf.length);
+    const shape = vectorShape(byteLength / CODE_BYTES[code]);
     // As in the reference package: a CPU leaf to the CPU is not copied.
     if (this.target === CPU) return tensorInternals.create(dtype, shape, CPU, leaf);
     const arena = arenaOf(leaf);
@@ -373,7 +374,7 @@ export class Route implements LeafSink {
     bytes: number,
   ): Tensor {
     const index = this.#moving++;
-    const offset = data.byteOffset;
+    const offset = viewByteOffset(data);
     let output: Tensor;
     if (this.#pendingStorage !== undefined) {
       // Created where it will lie if the batch goes in one run from the

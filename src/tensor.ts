@@ -20,6 +20,7 @@ import {
   isDetached,
   type TypedArray,
   typedArrayNameOf,
+  viewByteLength,
 } from "./dtype.ts";
 import type { After } from "./gpu/after.ts";
 import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_release.ts";
@@ -245,7 +246,7 @@ export class Tensor {
     if (typeof contents === "number") {
       this.#byteLength = contents;
     } else {
-      this.#byteLength = contents.byteLength;
+      this.#byteLength = viewByteLength(contents); // the engine's (see viewByteLength)
       this.#data = contents;
       this.#memory = arenaOf(contents);
     }

@@ -16,6 +16,9 @@ import {
   isDType,
   isOutOfBounds,
   type TypedArray,
+  viewBuffer,
+  viewByteOffset,
+  viewLength,
 } from "./dtype.ts";
 import { shown } from "./shown.ts";
 
@@ -68,7 +71,8 @@ export function checkFromArgs(
   if (shape !== undefined && !Array.isArray(shape)) {
     throw new TypeError(`Invalid shape: expected an array of dimensions, got ${shown(shape)}`);
   }
-  const dims = shape === undefined ? [data.length] : [...shape];
+  const length = viewLength(data); // the engine's, not the data's `length` property
+  const dims = shape === undefined ? [length] : [...shape];
   let numel = 1;
   for (let i = 0; i < dims.length; i++) {
     const dim = dims[i];
@@ -83,18 +87,18 @@ export function checkFromArgs(
     dims[i] = dim + 0;
     numel *= dim;
   }
-  if (numel !== data.length) {
+  if (numel !== length) {
     throw new RangeError(
-      `Invalid shape: expected ${data.length} elements (the data's), got [${
+      `Invalid shape: expected ${length} elements (the data's), got [${
         dims.join(", ")
       }] (${numel} elements)`,
     );
   }
   // Over a buffer that can change size, keep a fixed-length view: a
   // length-tracking one would report a different size after a resize.
-  const buffer = data.buffer as ArrayBuffer & { growable?: boolean };
+  const buffer = viewBuffer(data) as ArrayBuffer & { growable?: boolean };
   const resizable = buffer.resizable === true || buffer.growable === true;
-  const view = resizable ? new (builtinClassOf(data))(buffer, data.byteOffset, data.length) : data;
+  const view = resizable ? new (builtinClassOf(data))(buffer, viewByteOffset(data), length) : data;
   return { type, dims, view };
 }
 

@@ -308,3 +308,31 @@ Deno.test("Route.releaseLists() returns the route's lists to the pool once, howe
   const lent = Array.from({ length: 8 }, () => borrowList());
   assert.equal(new Set(lent).size, lent.length);
 });
+
+Deno.test("a TypedArray leaf whose size properties lie (own properties, a subclass's getters) is routed at the engine's size", () => {
+  class Liar extends Uint8Array {
+    override get byteLength(): number {
+      return 8 << 20;
+    }
+    override get length(): number {
+      return 8 << 20;
+    }
+  }
+  const own = new Uint8Array(16);
+  Object.defineProperty(own, "byteLength", { value: 4096 });
+  Object.defineProperty(own, "length", { value: 4096 });
+  for (
+    const route of [
+      new Route(CUDA0, resolveOptions(undefined)),
+      new Route(CPU, resolveOptions(undefined)),
+    ]
+  ) {
+    const outputs = walk([own, new Liar(16)], route) as Tensor[];
+    for (const output of outputs) {
+      assert.equal(output.byteLength, 16);
+      assert.deepEqual(output.shape, [16]);
+    }
+    assert.equal(route.bytes, 32);
+    route.releaseLists();
+  }
+});

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { Tensor } from "../mod.ts";
 import { checkFromArgs } from "../src/tensor_from_args.ts";
 
 Deno.test("checkFromArgs takes the dtype from the array class and the shape from its length", () => {
@@ -45,4 +46,14 @@ Deno.test("checkFromArgs refuses what Tensor.from refuses, with the class API.md
     name: "TypeError",
     message: /detached/,
   });
+});
+
+Deno.test("Tensor.from reads the data's size from the engine, not from its properties", () => {
+  const own = new Float32Array(4);
+  Object.defineProperty(own, "length", { value: 1 << 20 });
+  Object.defineProperty(own, "byteLength", { value: 4 << 20 });
+  const tensor = Tensor.from(own);
+  assert.deepEqual(tensor.shape, [4]);
+  assert.equal(tensor.byteLength, 16);
+  assert.throws(() => Tensor.from(own, [1 << 20]), RangeError);
 });

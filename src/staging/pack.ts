@@ -114,6 +114,10 @@ export function packBySet(
       src = route.hostBytes(i);
       code = arrayCodeOf(src);
     }
+    // The view's own property here, not the engine's size (a third slower
+    // on a 528-leaf batch): `set` copies what the engine knows and stays in
+    // the view of the block, so a property that lies can hide a resize
+    // from this check but never make the copy read or write out of bounds.
     const bytes = outputs[i].byteLength;
     if (src.byteLength !== bytes) throw inputChanged(bytes, src.byteLength);
     const view = views[code] ??= stage

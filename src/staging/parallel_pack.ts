@@ -17,6 +17,7 @@
  */
 
 import { copyPieces, viewAddress } from "../../ffi/native.ts";
+import { viewByteLength } from "../dtype.ts";
 import type { Block } from "../memory/block_pool_types.ts";
 import { stagingConcurrency } from "./background.ts";
 import { inputChanged, type PackedChunk, type PackedLeaves } from "./pack.ts";
@@ -84,7 +85,8 @@ export function packInParallel(
     packed[k] = 1;
     const src = route.hostBytes(index);
     const bytes = route.outputs[index].byteLength;
-    if (src.byteLength !== bytes) throw inputChanged(bytes, src.byteLength);
+    const now = viewByteLength(src);
+    if (now !== bytes) throw inputChanged(bytes, now);
     const at = 3 * m;
     table[at] = bytes === 0 ? 0 : viewAddress(src);
     table[at + 1] = base + offsets[m];

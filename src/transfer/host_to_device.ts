@@ -6,7 +6,7 @@
  */
 
 import { copyAsync, copyFromBuffer } from "../../ffi/native.ts";
-import type { TypedArray } from "../dtype.ts";
+import { type TypedArray, viewByteLength } from "../dtype.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
@@ -67,7 +67,8 @@ export function hostToDevice(route: Route, submission: Submission): void {
       continue;
     }
     const src = route.hostBytes(i);
-    if (src.byteLength !== bytes) throw inputChanged(bytes, src.byteLength);
+    const now = viewByteLength(src);
+    if (now !== bytes) throw inputChanged(bytes, now);
     if (!options.usePinnedStaging) {
       copyFromBuffer({ device: target, dst: block.address, src });
     } else if (options.useBackgroundThread && bytes >= BACKGROUND_MIN_BYTES && !isResizable(src)) {

@@ -11,7 +11,7 @@
  */
 
 import { arrayCodeOf, NO_CODE } from "../array_code.ts";
-import { isDetached, isOutOfBounds, type TypedArray } from "../dtype.ts";
+import { isDetached, isOutOfBounds, type TypedArray, viewByteLength } from "../dtype.ts";
 import { REJECTED_LEAF, Tensor, tensorInternals } from "../tensor.ts";
 import {
   ARRAY,
@@ -104,7 +104,7 @@ function visit(
   const code = arrayCodeOf(value as ArrayBufferView);
   if (code !== NO_CODE) {
     const array = value as TypedArray;
-    if (array.byteLength === 0) {
+    if (viewByteLength(array) === 0) {
       if (isDetached(array)) {
         throw rejected.detached();
       }

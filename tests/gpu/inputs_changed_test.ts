@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { disposeAll, setMemoryLimits, startCopy, type Tensor } from "../../mod.ts";
+import { disposeAll, setMemoryLimits, startCopy, Tensor } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { JOB_BYTES } from "../../src/staging/background.ts";
@@ -187,3 +187,35 @@ for (const options of [{}, { usePinnedStaging: false }]) {
     },
   });
 }
+
+Deno.test({
+  ...gpu,
+  name:
+    "leaves whose size properties lie are copied at the engine's size, never read past their buffer",
+  async fn() {
+    // An own `byteLength` of 4 MiB on 16 real bytes: the copy read past the
+    // buffer (neighbouring memory sent to the device, or a crash).
+    const lying = () => {
+      const view = new Uint8Array(16).fill(9);
+      Object.defineProperty(view, "byteLength", { value: 4 << 20 });
+      Object.defineProperty(view, "length", { value: 4 << 20 });
+      return view;
+    };
+    for (
+      const options of [
+        {},
+        { usePinnedStaging: false },
+        { packCpuTensors: false },
+        { packCpuTensors: false, usePinnedStaging: false },
+      ]
+    ) {
+      const input = [lying(), lying(), Tensor.from(lying())];
+      const onDevice = await startCopy(input, "cuda:0", options).get();
+      const back = await startCopy(onDevice, "cpu").get();
+      for (const tensor of back) {
+        assert.deepEqual([...(tensor as Tensor).toTypedArray()], new Array(16).fill(9));
+      }
+      disposeAll([onDevice, back]);
+    }
+  },
+});

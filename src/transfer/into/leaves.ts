@@ -19,7 +19,7 @@
 import { type ArenaMemory, arenaOf } from "../../arena_index.ts";
 import { arrayCodeOf, CODE_DTYPE } from "../../array_code.ts";
 import { CPU } from "../../device.ts";
-import { isDetached, type TypedArray } from "../../dtype.ts";
+import { isDetached, type TypedArray, viewByteLength, viewByteOffset } from "../../dtype.ts";
 import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
 import { type LeafCheck, matchShape } from "../../reuse/into_match.ts";
 import { describe, isLeafArray } from "../../reuse/into_shape.ts";
@@ -76,7 +76,7 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
       view = tensorInternals.hostView(x, dtypes[n], byteLengths[n], tensors[n].shape);
       if (view !== undefined) arena = tensorInternals.arena(x);
     } else if (
-      isLeafArray(x) && x.byteLength === byteLengths[n] && x.byteLength !== 0 &&
+      isLeafArray(x) && viewByteLength(x) === byteLengths[n] && byteLengths[n] !== 0 &&
       tensors[n].shape.length === 1 && CODE_DTYPE[arrayCodeOf(x)] === dtypes[n]
     ) {
       view = x as TypedArray;
@@ -100,7 +100,7 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
       groupState[g] = PACK;
       continue;
     }
-    const delta = views[n]!.byteOffset - offsets[n];
+    const delta = viewByteOffset(views[n]!) - offsets[n];
     const state = groupState[g];
     if (state === UNSET) {
       groupState[g] = DIRECT;

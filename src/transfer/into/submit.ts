@@ -18,6 +18,7 @@ import { type AsyncCopyHandle, createCopyHandle } from "../../copy_handle.ts";
 import type { ResolvedOptions } from "../../options.ts";
 import type { ResultEntry } from "../../reuse/results.ts";
 import { BACKGROUND_MIN_BYTES } from "../../staging/background.ts";
+import { viewByteLength } from "../../dtype.ts";
 import { inputChanged, packView } from "../../staging/pack.ts";
 import { DIRECT, type IntoRecord } from "./record.ts";
 import { Submission } from "../submission.ts";
@@ -152,8 +153,10 @@ function prepare(
         // As the check read it: a getter later in the walk may have resized
         // it since (see `inputChanged`). Arena views cannot be resized, nor
         // can what goes to background staging.
-        if (view.byteLength !== byteLengths[n]) throw inputChanged(byteLengths[n], view.byteLength);
-        if (view.byteLength === 0) continue;
+        if (viewByteLength(view) !== byteLengths[n]) {
+          throw inputChanged(byteLengths[n], viewByteLength(view));
+        }
+        if (byteLengths[n] === 0) continue;
         copyFromBuffer({ device: target, dst: storage.address + offsets[n], src: view });
         stats.copies++;
       }
@@ -163,8 +166,10 @@ function prepare(
     for (let k = 0; k < leaves.length; k++) {
       const n = leaves[k];
       const view = views[n]!;
-      if (view.byteLength !== byteLengths[n]) throw inputChanged(byteLengths[n], view.byteLength);
-      if (view.byteLength === 0) continue;
+      if (viewByteLength(view) !== byteLengths[n]) {
+        throw inputChanged(byteLengths[n], viewByteLength(view));
+      }
+      if (byteLengths[n] === 0) continue;
       packView(stage, offsets[n] - lo, view);
     }
     transfers.push(dst, stage.address, span);
