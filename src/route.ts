@@ -266,13 +266,13 @@ export class Route implements LeafSink {
     for (let k = 0; k < indices.length; k++) {
       const output = this.outputs[indices[k]];
       if (output.disposed) continue;
-      tensorInternals.rebind(output, output.toTypedArray().slice());
+      tensorInternals.rebind(output, tensorInternals.bytes(output).slice());
     }
   }
 
   /** The bytes of CPU leaf `index` (the leaf itself, or a tensor's view). */
   hostBytes(index: number): TypedArray {
-    return this.hostData[index] ?? (this.leaves[index] as Tensor).toTypedArray();
+    return this.hostData[index] ?? tensorInternals.bytes(this.leaves[index] as Tensor);
   }
 
   /** Whether leaf `index` is a tensor already in pinned host memory. */
@@ -310,7 +310,7 @@ export class Route implements LeafSink {
       addresses[i] = tensorInternals.address(leaf);
       storages[i] = storage;
       pinned[i] = leaf.pinned;
-      if (leaf.pinned) this.hostData[i] = leaf.toTypedArray();
+      if (leaf.pinned) this.hostData[i] = tensorInternals.bytes(leaf);
     }
     // This route's own methods: the routes of copies that never wait keep
     // the plain ones (a check in them cost GPU→CPU copies 2–4 %, per leaf).

@@ -45,6 +45,9 @@ export function sameDims(a: readonly number[], b: readonly number[]): boolean {
   return true;
 }
 
+// The storage a pinned tensor's `toTypedArray()` view keeps reachable (see there).
+const VIEW_HOLDS = Symbol("mtc.viewHolds");
+
 // A tensor's class code before it is first read (see `#code`).
 const UNKNOWN_CODE = -2;
 
@@ -96,6 +99,11 @@ export interface TensorInternals {
    * goes back once both are disposed. `tensor` must not be disposed.
    */
   share(tensor: Tensor): Tensor;
+  /**
+   * `toTypedArray()` for the library's own use while it holds the tensor
+   * (the view does not keep the memory reachable by itself).
+   */
+  bytes(tensor: Tensor): TypedArray;
   /** The device index of a tensor. */
   device(tensor: Tensor): DeviceIndex;
   /** The pooled storage behind a tensor, if any. */
@@ -319,6 +327,7 @@ export class Tensor {
     };
     tensorInternals.device = (tensor) => tensor.#deviceIndex;
     tensorInternals.storage = (tensor) => tensor.#storageOf();
+    tensorInternals.bytes = (tensor) => tensor.#view(false);
     tensorInternals.address = (tensor) => tensor.#storageOf()!.address + tensor.#offset;
     tensorInternals.data = (tensor) => {
       const data = tensor.#data;
@@ -428,6 +437,15 @@ export class Tensor {
    * @throws {Error} on a disposed tensor
    */
   toTypedArray(): TypedArray {
+    return this.#view(true);
+  }
+
+  /**
+   * `toTypedArray()`; `held`: the view of pooled memory keeps the storage
+   * reachable (for views that leave the library; its own, short-lived ones
+   * skip the cost of the property).
+   */
+  #view(held: boolean): TypedArray {
     this.#assertLive();
     if (this.#deviceIndex !== CPU) {
       throw new TypeError(
@@ -441,7 +459,13 @@ export class Tensor {
     if (exact && typedArrayNameOf(data) === cls.name) return data;
     if (data) return new cls(data.buffer, data.byteOffset, this.numel);
     const storage = this.#storageOf()!;
-    return new cls(pinnedBuffer(storage.block), this.#offset, this.numel);
+    const view = new cls(pinnedBuffer(storage.block), this.#offset, this.numel);
+    // The view keeps the storage reachable: `(await startCopy(t, "cpu").get())
+    // .toTypedArray()` drops the tensor at once, and the storage's finalizer
+    // gave the block back to the pool while the array was in use (the next
+    // copy to the CPU landed in it).
+    if (held) Object.defineProperty(view, VIEW_HOLDS, { value: storage });
+    return view;
   }
 
   /**

@@ -284,3 +284,25 @@ Deno.test({
     assert.equal(devicePool(0).stats().inUseBytes, base);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "a toTypedArray() view of a copy back keeps its pinned memory once the tensor is gone (collected without dispose)",
+  async fn() {
+    // The README's idiom: the tensor is dropped at once. Its storage's
+    // finalizer gave the block back while the array was in use, and the
+    // next copy to the CPU landed in it.
+    assert.ok(gc !== undefined, "the tests run with --expose-gc");
+    const [onDevice] = await startCopy([new Float32Array(1024).fill(1)], "cuda:0").get();
+    const kept = (await startCopy([onDevice], "cpu").get())[0].toTypedArray();
+    for (let i = 0; i < 5; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    const [other] = await startCopy([new Float32Array(1024).fill(2)], "cuda:0").get();
+    const again = await startCopy([other], "cpu").get();
+    assert.ok(kept.every((value) => value === 1), `kept now holds ${kept[0]}`);
+    disposeAll([onDevice, other, again]);
+  },
+});
