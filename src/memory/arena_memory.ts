@@ -45,6 +45,9 @@ const registry = new FinalizationRegistry<{ address: number; bytes: number }>(
   },
 );
 
+/** Buffers of arenas that copies or deferred releases hold (kept reachable meanwhile). */
+const heldArenaBuffers = new Set<ArrayBuffer>();
+
 /** Pinned arenas not freed yet, and their bytes (for `memoryStats`). */
 let pinnedArenas = 0;
 let pinnedArenaBytes = 0;
@@ -73,8 +76,15 @@ export function allocateArena(bytes: number, copies: ArenaCopies): ArenaBacking 
   // keep it).
   const memory: ArenaMemory = {
     address,
-    hold: () => void copies.inFlight++,
-    release: () => void copies.inFlight--,
+    // While held, the buffer is kept reachable: the finalizer, keyed on it,
+    // freed the memory of an arena dropped with its views while a hold
+    // (`dispose({ after })` of a tensor over it) still waited for GPU work.
+    hold: () => {
+      if (copies.inFlight++ === 0) heldArenaBuffers.add(backing.buffer);
+    },
+    release: () => {
+      if (--copies.inFlight === 0) heldArenaBuffers.delete(backing.buffer);
+    },
   };
   registerArena(backing.buffer, memory);
   pinnedArenas++;

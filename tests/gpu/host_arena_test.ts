@@ -1,10 +1,28 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
-import { disposeAll, hostArena, MemoryLimitError, setMemoryLimits, startCopy } from "../../mod.ts";
+import {
+  createStream,
+  disposeAll,
+  hostArena,
+  loadModule,
+  MemoryLimitError,
+  memoryStats,
+  setMemoryLimits,
+  startCopy,
+  Tensor,
+} from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { assertRoundTrip, bytesOf, hasGpu, ptrAddress, randomArray } from "./_helpers.ts";
+import {
+  assertRoundTrip,
+  bytesOf,
+  hasGpu,
+  HOLD_US,
+  ptrAddress,
+  randomArray,
+  stepKernelsPtx,
+} from "./_helpers.ts";
 
 // Tensors built in a host arena go to the GPU from where they lie: one DMA
 // per run of neighbours, no staging, no packing copy; the arena cannot be
@@ -219,5 +237,37 @@ Deno.test({
       back.forEach((tensor, i) => assert.deepEqual(bytesOf(tensor), bytesOf(leaves[i])));
       disposeAll([out, back]);
     }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "an arena dropped with its views while dispose({ after }) of a tensor over it waits for GPU work keeps its memory until that work is done",
+  async fn() {
+    // The hold counted, but nothing kept the arena's buffer reachable: its
+    // finalizer freed the pinned memory while the work could still read it.
+    const gc = (globalThis as { gc?: () => void }).gc;
+    assert.ok(gc !== undefined, "the tests run with --expose-gc");
+    const module = await loadModule(await stepKernelsPtx());
+    const spin = module.kernel("spin_ns", ["u64"]);
+    const before = memoryStats().outsidePools.arenas;
+    const stream = createStream("cuda:0");
+    const work = spin.launch({ grid: 1, block: 1, args: [BigInt(HOLD_US * 1000)], stream });
+    (() => {
+      const arena = hostArena(4096);
+      Tensor.from(arena.float32(4)).dispose({ after: work });
+    })();
+    for (let i = 0; i < 5; i++) {
+      gc();
+      await new Promise((resolve) => setTimeout(resolve, 0));
+    }
+    // (Freeing pinned memory waits for the GPU: without the hold, the
+    // finalizer's free also ended the wait for the spin.)
+    assert.equal(memoryStats().outsidePools.arenas, before + 1, "held while the work runs");
+    assert.equal(work.ready(), false, "the spin outlasts this check");
+    await work.done();
+    stream.dispose();
+    module.dispose();
   },
 });
