@@ -27,9 +27,11 @@ const ITERATIONS = Number(Deno.args[0] ?? 1000);
 const small4k = Array.from({ length: 1000 }, (_, i) => new Float32Array(1024).fill(i));
 const BYTES = 1000 * 4096;
 
-function median(body: () => void): number {
+/** The median µs of `body` over ITERATIONS runs after 100 (`untimed` runs before each, off the clock). */
+function median(body: () => void, untimed?: () => void): number {
   const t: number[] = [];
   for (let i = 0; i < ITERATIONS + 100; i++) {
+    untimed?.();
     const s = performance.now();
     body();
     if (i >= 100) t.push((performance.now() - s) * 1000);
@@ -37,11 +39,17 @@ function median(body: () => void): number {
   t.sort((a, b) => a - b);
   return t[t.length >> 1];
 }
-async function medianAsync(body: () => Promise<number[]>, parts: number): Promise<number[]> {
-  const t: number[][] = Array.from({ length: parts }, () => []);
+/** The medians of the real calls: `startCopy()` returning, `get()` after that, `disposeAll`. */
+async function realCopies(data: unknown, device: string): Promise<number[]> {
+  const t: number[][] = [[], [], []];
   for (let i = 0; i < ITERATIONS + 100; i++) {
-    const v = await body();
-    if (i >= 100) v.forEach((x, k) => t[k].push(x * 1000));
+    const t0 = performance.now();
+    const handle = startCopy(data, device);
+    const t1 = performance.now();
+    const result = await handle.get();
+    const t2 = performance.now();
+    disposeAll(result);
+    if (i >= 100) [t1 - t0, t2 - t1, performance.now() - t2].forEach((x, k) => t[k].push(x * 1000));
   }
   return t.map((s) => s.sort((a, b) => a - b)[s.length >> 1]);
 }
@@ -72,57 +80,40 @@ rows.push([
   }),
 ]);
 rows.push([`copyPieces 4 MB, ${threads} threads`, median(() => copyPieces(table, 1000, threads))]);
+
+const pack = () => copyPieces(table, 1000, threads);
+/** The stage's 4 MB DMA, polled to its end. */
+const dmaOfStage = () => {
+  copyAsync({ device: 0, dst: device.address, src: stage.address, bytes: BYTES, event });
+  while (eventStatus(0, event) === -1) { /* poll */ }
+};
 for (const idle of [100, 300]) {
-  const t: number[] = [];
-  for (let i = 0; i < ITERATIONS + 100; i++) {
-    const until = performance.now() + idle / 1000;
-    while (performance.now() < until) { /* idle: the helpers go to sleep */ }
-    const s = performance.now();
-    copyPieces(table, 1000, threads);
-    if (i >= 100) t.push((performance.now() - s) * 1000);
-  }
-  t.sort((a, b) => a - b);
-  rows.push([`copyPieces 4 MB after ${idle} µs idle`, t[t.length >> 1]]);
+  rows.push([
+    `copyPieces 4 MB after ${idle} µs idle`,
+    median(pack, () => {
+      const until = performance.now() + idle / 1000;
+      while (performance.now() < until) { /* idle: the helpers go to sleep */ }
+    }),
+  ]);
 }
+rows.push(["one DMA of 4 MB + poll (floor)", median(dmaOfStage)]);
 rows.push([
-  "one DMA of 4 MB + poll (floor)",
-  median(() => {
-    copyAsync({ device: 0, dst: device.address, src: stage.address, bytes: BYTES, event });
-    while (eventStatus(0, event) === -1) { /* poll */ }
-  }),
-]);
-{
-  const t: number[] = [];
-  for (let i = 0; i < ITERATIONS + 100; i++) {
-    copyAsync({ device: 0, dst: device.address, src: stage.address, bytes: BYTES, event });
-    while (eventStatus(0, event) === -1) { /* the stage's DMA, as the copy before left it */ }
+  "copyPieces after a DMA of the stage and a walk",
+  median(pack, () => {
+    dmaOfStage(); // as the copy before left it
     const route = new Route(0, opts);
     walk(small4k, route);
     route.releaseLists();
-    const s = performance.now();
-    copyPieces(table, 1000, threads);
-    if (i >= 100) t.push((performance.now() - s) * 1000);
-  }
-  t.sort((a, b) => a - b);
-  rows.push(["copyPieces after a DMA of the stage and a walk", t[t.length >> 1]]);
-}
+  }),
+]);
 rows.push([
   "pack + DMA + poll",
   median(() => {
-    copyPieces(table, 1000, threads);
-    copyAsync({ device: 0, dst: device.address, src: stage.address, bytes: BYTES, event });
-    while (eventStatus(0, event) === -1) { /* poll */ }
+    pack();
+    dmaOfStage();
   }),
 ]);
-const [ret, got, disp] = await medianAsync(async () => {
-  const t0 = performance.now();
-  const handle = startCopy(small4k, "cuda:0");
-  const t1 = performance.now();
-  const result = await handle.get();
-  const t2 = performance.now();
-  disposeAll(result);
-  return [t1 - t0, t2 - t1, performance.now() - t2];
-}, 3);
+const [ret, got, disp] = await realCopies(small4k, "cuda:0");
 rows.push(["startCopy() returns", ret], ["get() resolves after that", got], ["disposeAll", disp]);
 releaseEvent(0, event);
 pinnedPool.release(stage);
@@ -138,15 +129,7 @@ rows.push([
     route.releaseLists();
   }),
 ]);
-const [r2, g2, d2] = await medianAsync(async () => {
-  const t0 = performance.now();
-  const handle = startCopy(onDevice, "cpu");
-  const t1 = performance.now();
-  const result = await handle.get();
-  const t2 = performance.now();
-  disposeAll(result);
-  return [t1 - t0, t2 - t1, performance.now() - t2];
-}, 3);
+const [r2, g2, d2] = await realCopies(onDevice, "cpu");
 rows.push(["D2H ref16: startCopy() returns", r2], ["D2H ref16: get() after", g2], [
   "D2H ref16: disposeAll",
   d2,

@@ -7,6 +7,8 @@
  * @module
  */
 
+import { viewBuffer } from "./dtype.ts";
+
 /** What a copy needs of an arena whose memory it reads. */
 export interface ArenaMemory {
   /** Address of the arena's first byte (pinned host memory). */
@@ -22,6 +24,7 @@ export interface ArenaMemory {
 // where a WeakMap lookup per leaf cost 20-40 ns on the GPU hosts for every
 // copy made while any arena existed. The buffer keeps it exactly as long as
 // a WeakMap keyed on the buffer would.
+
 const ARENA = Symbol("mtc.hostArena");
 let registered = 0;
 
@@ -56,12 +59,8 @@ export function arenaOf(view: ArrayBufferView): ArenaMemory | undefined {
   if (registered === 0) return undefined;
   // The engine's buffer, not the view's `buffer` property (which a subclass
   // or an own property could point at an arena the view does not lie in).
-  const buffer = view instanceof DataView ? dataViewBuffer.call(view) : typedArrayBuffer.call(view);
+  const buffer = view instanceof DataView ? dataViewBuffer.call(view) : viewBuffer(view);
   return (buffer as { [ARENA]?: ArenaMemory })[ARENA];
 }
 
-const typedArrayBuffer = Object.getOwnPropertyDescriptor(
-  Object.getPrototypeOf(Int8Array.prototype),
-  "buffer",
-)!.get!;
 const dataViewBuffer = Object.getOwnPropertyDescriptor(DataView.prototype, "buffer")!.get!;

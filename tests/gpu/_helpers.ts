@@ -6,7 +6,15 @@
 
 import { testAids } from "../../ffi/test_aids.ts";
 import assert from "node:assert/strict";
-import { deviceCount, Tensor, type TypedArray } from "../../mod.ts";
+import {
+  type AsyncCopyHandle,
+  deviceCount,
+  setMemoryLimits,
+  startCopy,
+  Tensor,
+  type TypedArray,
+} from "../../mod.ts";
+import { devicePool } from "../../src/memory/device_memory.ts";
 import { random } from "../../examples/reference_batch.ts";
 
 /**
@@ -104,4 +112,19 @@ export const HOLD_US = 300_000;
 /** The PTX of examples/step_kernels.ptx (the kernels the ordering tests launch). */
 export function stepKernelsPtx(): Promise<string> {
   return Deno.readTextFile(new URL("../../examples/step_kernels.ptx", import.meta.url));
+}
+
+/**
+ * A copy of 2 MiB to cuda:0 started under a device limit 1 MiB above what
+ * is in use: it can never fit, and fails ("memory limit"). The limits are
+ * put back before it returns.
+ */
+export function copyThatCannotFit(): AsyncCopyHandle<unknown> {
+  const before = setMemoryLimits({});
+  try {
+    setMemoryLimits({ deviceBytes: devicePool(0).inUseBytes + 1024 * 1024 });
+    return startCopy([new Uint8Array(2 * 1024 * 1024)], "cuda:0");
+  } finally {
+    setMemoryLimits(before);
+  }
 }

@@ -10,7 +10,15 @@ import {
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { bytesOf, hasGpu, HOLD_US, ptrAddress, randomArray, stepKernelsPtx } from "./_helpers.ts";
+import {
+  bytesOf,
+  copyThatCannotFit,
+  hasGpu,
+  HOLD_US,
+  ptrAddress,
+  randomArray,
+  stepKernelsPtx,
+} from "./_helpers.ts";
 
 // Work ordered after a copy that is not queued yet (tensors of 1 MiB and
 // more still staging in the background, or a copy waiting for memory):
@@ -215,14 +223,7 @@ Deno.test({
     const write = module.kernel("write_u32", ["ptr", "u32"]);
     const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
     const inUse = devicePool(0).inUseBytes;
-    const before = setMemoryLimits({});
-    let failing: AsyncCopyHandle<unknown>;
-    try {
-      setMemoryLimits({ deviceBytes: inUse + MiB });
-      failing = startCopy([new Uint8Array(2 * MiB)], "cuda:0"); // can never fit
-    } finally {
-      setMemoryLimits(before);
-    }
+    const failing = copyThatCannotFit();
     const stream = createStream("cuda:0");
     const doomed = write.launch({ grid: 1, block: 1, args: [flag, 3], stream, after: failing });
     const later = write.launch({ grid: 1, block: 1, args: [flag, 4], stream });
@@ -251,15 +252,7 @@ Deno.test({
     // Queued on the stream, running for a while: it stands for the user's
     // work that still reads `pinned`.
     const running = spin.launch({ grid: 1, block: 1, args: [BigInt(HOLD_US * 1000)], stream });
-    const inUse = devicePool(0).inUseBytes;
-    const before = setMemoryLimits({});
-    let failing: AsyncCopyHandle<unknown>;
-    try {
-      setMemoryLimits({ deviceBytes: inUse + MiB });
-      failing = startCopy([new Uint8Array(2 * MiB)], "cuda:0"); // can never fit
-    } finally {
-      setMemoryLimits(before);
-    }
+    const failing = copyThatCannotFit();
     // The stream's last launch, not queued: it waits for the failing copy.
     const doomed = write.launch({ grid: 1, block: 1, args: [flag, 3], stream, after: failing });
     const held = pinnedPool.stats().inUseBytes;

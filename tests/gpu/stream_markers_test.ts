@@ -1,21 +1,13 @@
 import assert from "node:assert/strict";
-import {
-  type AsyncCopyHandle,
-  createStream,
-  loadModule,
-  setMemoryLimits,
-  startCopy,
-} from "../../mod.ts";
-import { devicePool } from "../../src/memory/device_memory.ts";
+import { createStream, loadModule, startCopy } from "../../mod.ts";
 import { streamMarkers } from "../../src/gpu/stream_markers.ts";
-import { hasGpu, HOLD_US, stepKernelsPtx } from "./_helpers.ts";
+import { copyThatCannotFit, hasGpu, HOLD_US, stepKernelsPtx } from "./_helpers.ts";
 
 // What stands for a stream's work so far: a marker recorded now, which
 // completes once the work queued before it has run (and not before), and
 // the stream's last launch where that is not queued yet.
 
 const gpu = { ignore: !hasGpu };
-const MiB = 1024 * 1024;
 
 Deno.test({
   ...gpu,
@@ -43,15 +35,7 @@ Deno.test({
     const module = await loadModule(await stepKernelsPtx());
     const write = module.kernel("write_u32", ["ptr", "u32"]);
     const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
-    const inUse = devicePool(0).inUseBytes;
-    const before = setMemoryLimits({});
-    let failing: AsyncCopyHandle<unknown>;
-    try {
-      setMemoryLimits({ deviceBytes: inUse + MiB });
-      failing = startCopy([new Uint8Array(2 * MiB)], "cuda:0"); // can never fit
-    } finally {
-      setMemoryLimits(before);
-    }
+    const failing = copyThatCannotFit();
     using stream = createStream("cuda:0");
     const pending = write.launch({ grid: 1, block: 1, args: [flag, 3], stream, after: failing });
     const markers = streamMarkers(stream, "a test marker");
