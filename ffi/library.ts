@@ -28,6 +28,14 @@ export type TestAidLibrary = Deno.DynamicLibrary<typeof testAidSymbols>;
 let library: ShimLibrary | undefined;
 let file: ShimFile | undefined;
 let failure: Error | undefined;
+let hostView: HostView | undefined;
+
+/**
+ * Makes an ArrayBuffer over pinned memory that the shim counts until V8
+ * drops the memory's last buffer, wherever a transfer moved it
+ * (native/host_views.c says why).
+ */
+export type HostView = (address: number, bytes: number) => ArrayBuffer;
 
 /**
  * Returns the loaded shim.
@@ -38,6 +46,14 @@ let failure: Error | undefined;
 export function getLibrary(): ShimLibrary {
   if (library) return library;
   throw failure ?? new Error("The @mtc/core native shim is not loaded");
+}
+
+/**
+ * The shim's Node-API `hostView`, or `undefined` where the runtime gave no
+ * Node-API (then views of pinned memory are uncounted, as Deno's own are).
+ */
+export function getHostView(): HostView | undefined {
+  return hostView;
 }
 
 /** Where the loaded shim came from, or why none is loaded. */
@@ -107,12 +123,30 @@ function open(found: ShimFile): ShimLibrary {
   return lib;
 }
 
+// The same file again as a Node-API module (the loader hands back the
+// library already open, so it shares the shim's state): its `hostView`
+// makes the buffers that pinned memory is shown to JS through. Deno asks
+// for the same --allow-ffi as `Deno.dlopen`, granted by now.
+async function openHostView(path: string): Promise<HostView | undefined> {
+  try {
+    const { default: process } = await import("node:process");
+    const module = { exports: {} as { hostView?: unknown } };
+    // process.dlopen takes absolute paths only (MTC_SHIM_PATH may be relative).
+    process.dlopen(module, path.startsWith("/") ? path : `${Deno.cwd()}/${path}`);
+    const made = module.exports.hostView;
+    return typeof made === "function" ? made as HostView : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 // Open at import time: a library opened inside a test would be reported as
 // a leak by Deno's resource sanitizer; opening is cheap (the driver is
 // opened on the first CUDA call, not here).
 try {
   file = await locateShim();
   library = open(file);
+  hostView = await openHostView(file.openPath);
 } catch (error) {
   failure = error instanceof Error ? error : new Error(String(error));
 } finally {

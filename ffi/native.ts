@@ -14,6 +14,7 @@
  * @module
  */
 
+import { getHostView } from "./library.ts";
 import { check, cudaError, out, sym } from "./shim_call.ts";
 
 /** Allocates page-locked, mapped host memory; returns its address. */
@@ -178,6 +179,24 @@ export function hostArrayBuffer(address: number, bytes: number): ArrayBuffer {
   const pointer = Deno.UnsafePointer.create(BigInt(address));
   if (pointer === null) throw new TypeError("Cannot view a null address");
   return Deno.UnsafePointerView.getArrayBuffer(pointer, bytes);
+}
+
+/**
+ * An ArrayBuffer over pinned memory that users may reach (pool blocks, host
+ * arenas): counted by the shim until its last buffer is gone, so that
+ * `hostFree` of memory whose buffer a user moved (`transfer()`,
+ * `postMessage`) waits for that buffer instead of freeing under it. Where
+ * the runtime has no Node-API, an uncounted buffer as `hostArrayBuffer`.
+ */
+export function pinnedArrayBuffer(address: number, bytes: number): ArrayBuffer {
+  const hostView = getHostView();
+  return hostView ? hostView(address, bytes) : hostArrayBuffer(address, bytes);
+}
+
+/** Pinned memory parked behind views users moved, not freed yet: how many blocks, their bytes. */
+export function hostParked(): { count: number; bytes: number } {
+  check(sym().mtc_host_parked(out), "read the parked pinned memory");
+  return { count: out[0], bytes: out[1] };
 }
 
 /** A PointerValue for an address (null for 0), for `Tensor.ptr`. */

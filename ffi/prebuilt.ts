@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "abf0594266eebafd82e50b3bd3b1efb45c2be58859bfc10e83b4bd6562987740";
+export const SHIM_SOURCE_HASH = "879bb7a567fa9d3690904f42954a207bb1ceed70f00c563fe11e1feb5a24c1b7";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 145496,
-    sha256: "734a9f39e0c93b198658ccd1e48b718039dbfeb053137a8defaec17aad966106",
+    bytes: 145504,
+    sha256: "32b57db4814dcb9435f9b72517797e110ff59d6287a0447b58010ab5bd4a6115",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 198688,
-    sha256: "49d1af8bb0fde258a8f64cc797d500a68d48f9beda68aabdc760aa9403c448ef",
+    bytes: 198696,
+    sha256: "48844ee633541081bff805736ad9e31a255ea624e4655449f576083ea4237f22",
   },
 };

@@ -11,7 +11,7 @@
  */
 
 /** The ABI version `native/mtc.c` reports; a mismatched library is refused. */
-export const ABI_VERSION = 14;
+export const ABI_VERSION = 15;
 
 /** Symbols of `libmtc.so`, typed for `Deno.dlopen`. */
 export const symbols = {
@@ -29,8 +29,10 @@ export const symbols = {
   mtc_cuda_status_detail: { parameters: [], result: "pointer" },
   // int32_t mtc_host_alloc(double bytes, double* out_addr)
   mtc_host_alloc: { parameters: ["f64", "buffer"], result: "i32" },
-  // int32_t mtc_host_free(addr_t p)
+  // int32_t mtc_host_free(addr_t p): parked while a JS view lives (host_views.c)
   mtc_host_free: { parameters: ["f64"], result: "i32" },
+  // int32_t mtc_host_parked(double out[2]): [count, bytes] parked behind JS views
+  mtc_host_parked: { parameters: ["buffer"], result: "i32" },
   // int32_t mtc_device_alloc(int32_t device, double bytes, double* out_addr)
   mtc_device_alloc: { parameters: ["i32", "f64", "buffer"], result: "i32" },
   // int32_t mtc_device_free(int32_t device, addr_t p)
@@ -187,6 +189,8 @@ export const testAidSymbols = {
   mtc_copy_on: { parameters: ["i32", "f64", "f64", "f64", "f64"], result: "i32" },
   // int32_t mtc_mem_info(int32_t device, double out[2])
   mtc_mem_info: { parameters: ["i32", "buffer"], result: "i32" },
+  // int32_t mtc_host_views(addr_t address)
+  mtc_host_views: { parameters: ["f64"], result: "i32" },
   // void mtc_disable_kernels(int32_t disabled)
   mtc_disable_kernels: { parameters: ["i32"], result: "void" },
   // int32_t mtc_inject_fault(int32_t site, int32_t skip, int32_t cuda_error)

@@ -114,6 +114,15 @@ export const testAids = library && {
     );
   },
 
+  /**
+   * How many live buffers made by the shim's Node-API `hostView` reach
+   * `address` (the ledger that keeps moved pinned memory from being freed;
+   * no driver needed).
+   */
+  hostViews(address: number): number {
+    return library.symbols.mtc_host_views(address);
+  },
+
   /** Free and total device memory of `device`, in bytes. */
   memInfo(device: number): { free: number; total: number } {
     const out = new Float64Array(2);

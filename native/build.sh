@@ -22,11 +22,11 @@ root=$(dirname "$here")
 mode=${1:-all}
 
 # The product's sources, in a fixed order; their hash names the build.
-sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c memory.c events.c copies.c stager.h stager.c copy_pieces.c streams.c modules.c
+sources=(cuda_driver.h driver.h driver.c shim.h gather_entry.h mtc.c memory.c host_views.c events.c copies.c stager.h stager.c copy_pieces.c streams.c modules.c
   process_cache.h process_cache.c process_cache_isolates.c process_cache_blocks.c process_cache_events.c process_cache_stagers.c
   generated/gather_fatbin.h build.sh)
 # The product's C files, compiled in this order.
-c_files=(mtc.c memory.c events.c copies.c stager.c driver.c copy_pieces.c streams.c modules.c
+c_files=(mtc.c memory.c host_views.c events.c copies.c stager.c driver.c copy_pieces.c streams.c modules.c
   process_cache.c process_cache_isolates.c process_cache_blocks.c process_cache_events.c process_cache_stagers.c)
 source_hash=$(cd "$here" && for f in "${sources[@]}"; do echo "== $f"; cat "$f"; done | sha256sum | cut -d' ' -f1)
 

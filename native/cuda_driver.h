@@ -105,10 +105,12 @@ typedef CUresult (*mtc_cuFuncGetParamInfo_t)(CUfunction f, size_t index, size_t 
                                              size_t *size);  // CUDA 12.4
 typedef CUresult (*mtc_cuFuncGetParamCount_t)(CUfunction f, size_t *count);  // newer than 13.0
 typedef CUresult (*mtc_cuFuncGetAttribute_t)(int *value, int attribute, CUfunction f);
+typedef CUresult (*mtc_cuCtxSynchronize_t)(void);
 struct mtc_cuda_optional_api {
   mtc_cuFuncGetParamInfo_t cuFuncGetParamInfo;
   mtc_cuFuncGetParamCount_t cuFuncGetParamCount;
   mtc_cuFuncGetAttribute_t cuFuncGetAttribute;
+  mtc_cuCtxSynchronize_t cuCtxSynchronize;  // every driver has it; stand-in drivers may not
 };
 
 #endif

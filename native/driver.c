@@ -66,6 +66,7 @@ static void resolve_optional(void *lib) {
   struct mtc_cuda_optional_api *o = &mtc_cu_optional;
   o->cuFuncGetParamCount = (mtc_cuFuncGetParamCount_t)dlsym(lib, "cuFuncGetParamCount");
   o->cuFuncGetAttribute = (mtc_cuFuncGetAttribute_t)dlsym(lib, "cuFuncGetAttribute");
+  o->cuCtxSynchronize = (mtc_cuCtxSynchronize_t)dlsym(lib, "cuCtxSynchronize");
 }
 
 static int load_once(void) {

@@ -5,11 +5,26 @@
 
 #include "shim.h"
 
+// Frees the parked memory whose last JS view has died (host_views.c).
+// The caller made a device current.
+static int free_unviewed(void) {
+  addr_t found[16];
+  int status = 0, count;
+  while ((count = host_take_unviewed(found, 16)) > 0) {
+    for (int i = 0; i < count; i++) {
+      int st = mtc_cu.cuMemFreeHost(PTR(found[i]));
+      if (st && status == 0) status = st;
+    }
+  }
+  return status;
+}
+
 // Page-locked, portable and mapped host memory: any device may DMA from it
 // and kernels may read it through its (UVA-identical) address.
 MTC_EXPORT int32_t mtc_host_alloc(double bytes, double *out) {
   int st = mtc_use_device(0);
   if (st) return st;
+  free_unviewed();
   void *p = NULL;
   MTC_FAULT(MTC_FAULT_HOST_ALLOC);
   st = mtc_cu.cuMemHostAlloc(&p, (size_t)bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
@@ -19,10 +34,19 @@ MTC_EXPORT int32_t mtc_host_alloc(double bytes, double *out) {
   return 0;
 }
 
+// Frees `p`, or parks it while a JS view of it lives (a buffer the user
+// moved with `transfer()` or `postMessage`): freed by a later call here.
 MTC_EXPORT int32_t mtc_host_free(addr_t p) {
   int st = mtc_use_device(0);
   if (st) return st;
-  return mtc_cu.cuMemFreeHost(PTR(p));
+  st = host_park_if_viewed(p) ? 0 : mtc_cu.cuMemFreeHost(PTR(p));
+  int unviewed = free_unviewed();
+  return st ? st : unviewed;
+}
+
+int host_free_unviewed(void) {
+  int st = mtc_use_device(0);
+  return st ? st : free_unviewed();
 }
 
 // Stream-ordered device allocation on the library stream of `device`.

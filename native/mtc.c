@@ -22,7 +22,7 @@
 // Bumped whenever an export changes; the loader refuses any other version.
 // (The test build overrides it to check that refusal.)
 #ifndef MTC_ABI_VERSION
-#define MTC_ABI_VERSION 14
+#define MTC_ABI_VERSION 15
 #endif
 
 #ifndef MTC_SOURCE_HASH

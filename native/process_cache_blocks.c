@@ -47,9 +47,12 @@ static void push_idle(int32_t i, double now) {
 
 // Whether caching record `i` keeps its kind within its cap; else the record
 // is dropped and its memory goes to `*victim` to be freed (outside the lock).
+// Pinned memory a JS view still reaches (a buffer the user moved) is never
+// cached: dropped, its free waits for the view (host_views.c).
 int cache_or_drop(int32_t i, double now, struct victim *victim) {
   struct block_rec *b = &blocks[i];
-  if (counters[C_CACHED(b->kind)] + b->size <= caps[b->kind]) {
+  if (counters[C_CACHED(b->kind)] + b->size <= caps[b->kind] &&
+      !(b->kind == 0 && host_viewed(b->address))) {
     push_idle(i, now);
     return 1;
   }

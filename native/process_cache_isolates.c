@@ -84,6 +84,18 @@ static int end_staging(int32_t id, double timeout_ms) {
   }
 }
 
+// Waits for all work queued on `device`'s primary context: the library's
+// streams and every other stream (users' streams, where their kernels read
+// and write the blocks an ending isolate held). Where the driver lacks
+// cuCtxSynchronize (stand-in drivers), the library stream only.
+static void drain_device(int device) {
+  if (mtc_cu_optional.cuCtxSynchronize == NULL || mtc_use_device(device) != 0) {
+    mtc_stream_synchronize(device);
+    return;
+  }
+  mtc_cu_optional.cuCtxSynchronize();
+}
+
 // Gives back what isolate `id` holds; see the note in process_cache.c. Returns 0,
 // or 1 when a staging call did not stop in time (its device blocks stay).
 static int32_t isolate_end(int32_t id, double timeout_ms) {
@@ -95,9 +107,11 @@ static int32_t isolate_end(int32_t id, double timeout_ms) {
   uint64_t devices = seen_devices;
   pthread_mutex_unlock(&cache_lock);
   if (!holds) return staging_stuck;
-  // The isolate's queued work may still use what it held.
+  // The isolate's queued work may still use what it held: its copies, and
+  // its kernels on its own streams (a context-wide wait: other isolates'
+  // work is waited for too, once, as an isolate ends).
   for (int d = 0; d < MTC_MAX_DEVICES; d++) {
-    if (devices & ((uint64_t)1 << d)) mtc_stream_synchronize(d);
+    if (devices & ((uint64_t)1 << d)) drain_device(d);
   }
   struct victim victims[64];
   int status = 0;

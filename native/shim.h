@@ -58,4 +58,18 @@ int mtc_fault(int site) MTC_HIDDEN;
 #define MTC_FAULT_PEER_COPY 7
 #define MTC_FAULT_SITES 8
 
+// host_views.c: JavaScript's views of pinned memory, counted (the note
+// there says why). Memory with a live view is parked instead of freed, and
+// freed after its last view died; such memory is never cached for reuse.
+MTC_HIDDEN int host_viewed(addr_t address);
+// How many live JS buffers view `address` (for the test aids).
+MTC_HIDDEN int32_t host_view_count(addr_t address);
+// Marks `address` to be freed when its last view dies; 1 when it was
+// (the caller must not free it), 0 when no view remains.
+MTC_HIDDEN int host_park_if_viewed(addr_t address);
+// Takes up to `capacity` parked addresses whose views all died (to free).
+MTC_HIDDEN int host_take_unviewed(addr_t *out, int capacity);
+// memory.c: frees what host_take_unviewed() gives (makes device 0 current).
+MTC_HIDDEN int host_free_unviewed(void);
+
 #endif

@@ -115,6 +115,12 @@ MTC_EXPORT int32_t mtc_mem_info(int32_t device, double *out) {
   return 0;
 }
 
+// How many live JS buffers made by the Node-API `hostView` reach `address`
+// (host_views.c's ledger; needs no driver).
+MTC_EXPORT int32_t mtc_host_views(addr_t address) {
+  return host_view_count(address);
+}
+
 // Makes gathers take the copy-engine path (1) or the kernel again (0), the
 // path they take where the driver cannot load the device code.
 MTC_EXPORT void mtc_disable_kernels(int32_t disabled) {

@@ -63,3 +63,18 @@ export function countingCompiles<T>(run: () => T): Compiles<T> {
     globalThis.Function = original;
   }
 }
+
+/**
+ * Collects garbage until `done()` (a finalizer's effect) holds; throws
+ * naming `what` after 5 s. Needs `--v8-flags=--expose-gc` (tests/run.sh).
+ */
+export async function collectUntil(done: () => boolean, what: string): Promise<void> {
+  const gc = (globalThis as { gc?: () => void }).gc;
+  if (gc === undefined) throw new Error("the tests run with --v8-flags=--expose-gc");
+  const deadline = performance.now() + 5_000;
+  while (!done()) {
+    if (performance.now() > deadline) throw new Error(`${what} did not happen in 5 s`);
+    gc();
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

@@ -11,7 +11,7 @@
  * @module
  */
 
-import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import { hostAlloc, hostFree, pinnedArrayBuffer } from "../../ffi/native.ts";
 import {
   arenaCollected,
   type ArenaMemory,
@@ -35,7 +35,9 @@ export interface ArenaCopies {
 }
 
 // Keyed on the buffer, not the arena: views keep the buffer alive, so the
-// memory goes only when the arena and every view of it are unreachable.
+// memory goes only when the arena and every view of it are unreachable (a
+// buffer moved away by a transfer keeps it too: the shim counts the buffers
+// over pinned memory and frees only after the last, native/host_views.c).
 const registry = new FinalizationRegistry<{ address: number; bytes: number }>(
   ({ address, bytes }) => {
     hostFree(address);
@@ -70,7 +72,7 @@ export function arenaMemory(): { arenas: number; bytes: number } {
 export function allocateArena(bytes: number, copies: ArenaCopies): ArenaBacking {
   if (deviceCount() === 0) return { address: 0, buffer: new ArrayBuffer(bytes) };
   const address = hostAlloc(bytes);
-  const backing = { address, buffer: hostArrayBuffer(address, bytes) };
+  const backing = { address, buffer: pinnedArrayBuffer(address, bytes) };
   // What copies see of the arena (holds are not the user's to take), and
   // nothing that reaches the arena itself (nothing but the arena needs to
   // keep it).
@@ -102,7 +104,8 @@ export function freeArena(backing: ArenaBacking, bytes: number): void {
   const { address, buffer } = backing;
   unregisterArena(buffer);
   // A buffer the user detached (`transfer()`, or posted to a Worker) has
-  // nothing left to detach here, and the memory must go all the same.
+  // nothing left to detach here: its memory moved with it, and the shim
+  // parks it until that buffer is gone (memoryStats' `movedAway`).
   if (!buffer.detached) buffer.transfer(0);
   if (address === 0) return;
   pinnedArenas--;

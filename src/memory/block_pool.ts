@@ -116,9 +116,8 @@ export class BlockPool {
     const size = this.sizeClass(bytes);
     const shared = this.#shared;
     if (shared !== undefined && shared.flushEpoch !== this.#epoch) this.#flush(shared);
-    let block = this.#front.get(size)?.pop();
+    let block = this.#fromFront(size);
     if (block !== undefined) {
-      this.#frontBytes -= size;
       this.#hits++;
     } else if (shared !== undefined && (block = shared.take(size)) !== undefined) {
       this.#hits++;
@@ -144,7 +143,10 @@ export class BlockPool {
     this.#inUse -= block.size;
     this.#uses++;
     const shared = this.#shared;
-    if (this.#inUse + block.size + this.cachedBytes > this.#limit()) {
+    if (
+      this.#inUse + block.size + this.cachedBytes > this.#limit() ||
+      this.#allocator.escaped?.(block)
+    ) {
       this.#allocator.free(block);
     } else if (this.#frontBytes + block.size <= this.#frontCap) {
       let list = this.#front.get(block.size);
@@ -210,6 +212,19 @@ export class BlockPool {
       limitBytes: this.#limit(),
       processBytes: this.#shared?.processBytes ?? reservedBytes,
     };
+  }
+
+  // An idle block of `size` from the front; one a user moved away since it
+  // came back (the buffer of an old view, kept past its dispose) is freed.
+  #fromFront(size: number): Block | undefined {
+    const list = this.#front.get(size);
+    let block: Block | undefined;
+    while ((block = list?.pop()) !== undefined) {
+      this.#frontBytes -= size;
+      if (!this.#allocator.escaped?.(block)) return block;
+      this.#allocator.free(block);
+    }
+    return undefined;
   }
 
   #allocate(size: number): Block {

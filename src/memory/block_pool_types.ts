@@ -31,6 +31,12 @@ export interface BlockAllocator {
   free(block: Block): void;
   /** Called before a block leaves this isolate for the shared cache (pinned: detach its views). */
   unmap?(block: Block): void;
+  /**
+   * Whether a user moved the block's memory away (pinned: its buffer was
+   * transferred): such a block is never reused, only freed (the shim frees
+   * it once the moved buffer is gone).
+   */
+  escaped?(block: Block): boolean;
 }
 
 /**

@@ -2,18 +2,21 @@
  * This isolate's pool of pinned (page-locked) host memory, and cached JS
  * views of its blocks.
  *
- * Each pinned block is mapped into JS once (`getArrayBuffer` costs about a
- * microsecond); typed views of it are cached per TypedArray class so that
+ * Each pinned block is mapped into JS once (a counted external buffer,
+ * about a microsecond); typed views of it are cached per TypedArray class so that
  * staging a tensor is one `view.set(src, offset)`, a memcpy. Views belong
  * to this isolate, so idle blocks with views stay in the pool's small front
  * ({@linkcode PINNED_FRONT_BYTES}); a block that leaves it for the
  * process-wide cache, or is freed, has its ArrayBuffer detached first, so
- * no JS view can reach memory another isolate reuses or frees.
+ * no JS view can reach memory another isolate reuses or frees. A buffer the
+ * user detached themselves (`transfer()`, `postMessage` of a result's
+ * buffer) took the memory with it: that block is never reused, and the
+ * shim frees it only once the moved buffer is gone (native/host_views.c).
  *
  * @module
  */
 
-import { hostAlloc, hostArrayBuffer, hostFree } from "../../ffi/native.ts";
+import { hostAlloc, hostFree, pinnedArrayBuffer } from "../../ffi/native.ts";
 import { blockFree, PINNED_KIND } from "../../ffi/process_cache.ts";
 import { BlockPool } from "./block_pool.ts";
 import type { Block } from "./block_pool_types.ts";
@@ -51,6 +54,10 @@ export const pinnedPool: BlockPool = new BlockPool({
     else hostFree(block.address);
   },
   unmap,
+  // Our own unmap clears `cache`: a detached buffer still cached is one a
+  // user transferred (`transfer()`, `postMessage`), and the memory went with it.
+  escaped: (block: Block): boolean =>
+    (block.cache as PinnedCache | undefined)?.buffer.detached === true,
 }, {
   minBlockBytes: 64 * 1024,
   limitBytes: () => memoryLimits().pinnedBytes,
@@ -62,7 +69,7 @@ export const pinnedPool: BlockPool = new BlockPool({
 function cacheOf(block: Block): PinnedCache {
   let cache = block.cache as PinnedCache | undefined;
   if (!cache) {
-    cache = { buffer: hostArrayBuffer(block.address, block.size), views: new Map() };
+    cache = { buffer: pinnedArrayBuffer(block.address, block.size), views: new Map() };
     block.cache = cache;
   }
   return cache;

@@ -4,7 +4,8 @@
  * @module
  */
 
-import { deviceName } from "../device.ts";
+import { hostParked } from "../../ffi/native.ts";
+import { deviceCount, deviceName } from "../device.ts";
 import type { BlockPoolStats } from "./block_pool_types.ts";
 import { devicePool, devicePoolIndices } from "./device_memory.ts";
 import { devicesWithProcessMemory } from "./process_cache.ts";
@@ -61,6 +62,15 @@ export interface MemoryStats {
     stagers: number;
     /** Their pinned slots' bytes. */
     stagingBytes: number;
+    /**
+     * Pinned blocks and arenas whose memory a user moved away with its
+     * buffer (`transfer()`, `postMessage` with a transfer list) and that
+     * were then given back: never reused, and freed once the moved buffer is
+     * gone (process-wide).
+     */
+    movedAway: number;
+    /** Their bytes. */
+    movedAwayBytes: number;
   };
   /** The limits in force (see `setMemoryLimits`). */
   limits: MemoryLimits;
@@ -123,6 +133,7 @@ export function memoryStats(): MemoryStats {
   }
   const arenas = arenaMemory();
   const staging = stagerMemory();
+  const moved = deviceCount() > 0 ? hostParked() : { count: 0, bytes: 0 };
   return {
     pinned: poolMemoryStats(pinnedPool.stats()),
     devices,
@@ -131,6 +142,8 @@ export function memoryStats(): MemoryStats {
       arenaBytes: arenas.bytes,
       stagers: staging.stagers,
       stagingBytes: staging.bytes,
+      movedAway: moved.count,
+      movedAwayBytes: moved.bytes,
     },
     limits: { ...memoryLimits() },
   };

@@ -10,22 +10,31 @@
  * terminates the Worker); `{ kind: "copy and end", bytes, seed, dispose }`
  * copies `bytes` to `cuda:0` and back, checks them, disposes both results
  * or drops them, and answers `{ deviceUsedBytes }` (the device memory in
- * use at its peak, as the driver counts it) before the test ends it.
+ * use at its peak, as the driver counts it) before the test ends it;
+ * `{ kind: "post copy back", bytes, seed }` copies `bytes` to `cuda:0` and
+ * back and posts the result's buffer (pinned memory) with a transfer list,
+ * keeping nothing; `{ kind: "kernel and end", bytes, holdNs }` copies
+ * `bytes` to `cuda:0` with an output of as many bytes, then on a stream of
+ * its own runs a kernel that waits `holdNs` and copies the one into the
+ * other, and answers `"launched"` at once (the test ends the Worker while
+ * the kernel still runs).
  */
 
 import { testAids } from "../../ffi/test_aids.ts";
-import { disposeAll, memoryStats, startCopy } from "../../mod.ts";
+import { createStream, disposeAll, loadModule, memoryStats, startCopy } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
-import { assertRoundTrip, randomArray } from "./_helpers.ts";
+import { assertRoundTrip, randomArray, stepKernelsPtx } from "./_helpers.ts";
 
 type Request =
   | { kind: "round trips"; seed: number; rounds: number }
   | { kind: "flood" }
-  | { kind: "copy and end"; bytes: number; seed: number; dispose: boolean };
+  | { kind: "copy and end"; bytes: number; seed: number; dispose: boolean }
+  | { kind: "post copy back"; bytes: number; seed: number }
+  | { kind: "kernel and end"; bytes: number; holdNs: number };
 
 const worker = self as unknown as {
   onmessage: (event: MessageEvent<Request>) => void;
-  postMessage(message: unknown): void;
+  postMessage(message: unknown, transfer?: Transferable[]): void;
 };
 
 function deviceUsedBytes(): number {
@@ -51,6 +60,29 @@ async function copyAndEnd(bytes: number, seed: number, dispose: boolean): Promis
   return { deviceUsedBytes: peak };
 }
 
+async function postCopyBack(bytes: number, seed: number): Promise<void> {
+  const onDevice = await startCopy([randomArray(Uint8Array, bytes, seed)], "cuda:0").get();
+  const [back] = await startCopy(onDevice, "cpu").get();
+  disposeAll(onDevice);
+  const buffer = back.toTypedArray().buffer as ArrayBuffer;
+  worker.postMessage(buffer, [buffer]);
+}
+
+async function kernelAndEnd(bytes: number, holdNs: number): Promise<void> {
+  const module = await loadModule(await stepKernelsPtx());
+  const spin = module.kernel("spin_ns", ["u64"]);
+  const copyU8 = module.kernel("copy_u8", ["ptr", "ptr", "u64"]);
+  // Sent alone (large): each in a device block of its own size class.
+  const [source, output] = await startCopy(
+    [randomArray(Uint8Array, 2 * bytes, 1), new Uint8Array(bytes)],
+    "cuda:0",
+  ).get();
+  const stream = createStream("cuda:0");
+  spin.launch({ grid: 1, block: 1, args: [BigInt(holdNs)], stream });
+  copyU8.launch({ grid: 64, block: 256, args: [source, output, bytes], stream });
+  worker.postMessage("launched");
+}
+
 worker.onmessage = async ({ data }) => {
   if (data.kind === "flood") {
     for (let i = 0; i < 32; i++) startCopy([randomArray(Uint8Array, 1 << 20, i)], "cuda:0");
@@ -62,6 +94,8 @@ worker.onmessage = async ({ data }) => {
       worker.postMessage(await copyAndEnd(data.bytes, data.seed, data.dispose));
       return;
     }
+    if (data.kind === "post copy back") return await postCopyBack(data.bytes, data.seed);
+    if (data.kind === "kernel and end") return await kernelAndEnd(data.bytes, data.holdNs);
     for (let round = 0; round < data.rounds; round++) {
       const input = {
         batch: createBatchMetaData(4, data.seed + round),

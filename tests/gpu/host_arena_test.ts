@@ -12,6 +12,7 @@ import {
   Tensor,
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
+import { collectUntil } from "../_helpers.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import {
@@ -269,5 +270,39 @@ Deno.test({
     await work.done();
     stream.dispose();
     module.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "an arena whose buffer was transferred away, then disposed or dropped: the moved buffer keeps its memory and bytes until it is gone",
+  async fn() {
+    // dispose() and the finalizer freed the pinned memory under the moved
+    // buffer: reading it crashed, or the next arena's bytes showed in it.
+    const stats = () => memoryStats().outsidePools;
+    await collectUntil(() => stats().movedAway === 0, "freeing earlier moved memory");
+    const bytes = 1 << 20;
+    const expected = randomArray(Uint8Array, bytes, 5);
+    for (const end of ["dispose", "drop"]) {
+      const arenasBefore = stats().arenas;
+      let kept: Uint8Array | undefined = (() => {
+        const arena = hostArena(bytes);
+        arena.uint8(bytes).set(expected);
+        const moved = new Uint8Array((arena.uint8(0).buffer as ArrayBuffer).transfer());
+        if (end === "dispose") arena.dispose();
+        return moved;
+      })();
+      await collectUntil(() => stats().arenas === arenasBefore, `the ${end}ped arena's release`);
+      for (let i = 0; i < 3; i++) {
+        using other = hostArena(bytes);
+        other.uint8(bytes).fill(0xff);
+      }
+      const differs = kept.findIndex((value, i) => value !== expected[i]);
+      assert.equal(differs, -1, `${end}: byte ${differs} of the moved buffer changed`);
+      assert.deepEqual([stats().movedAway, stats().movedAwayBytes], [1, bytes], end);
+      kept = undefined;
+      await collectUntil(() => stats().movedAway === 0, `${end}: freeing the moved memory`);
+    }
   },
 });

@@ -7,6 +7,8 @@ import {
   type HostArena,
   hostArena,
   MemoryLimitError,
+  memoryStats,
+  releaseCachedMemory,
   setMemoryLimits,
   startCopy,
   Tensor,
@@ -15,6 +17,7 @@ import {
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
+import { collectUntil } from "../_helpers.ts";
 import { bytesOf, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
@@ -304,5 +307,42 @@ Deno.test({
     const again = await startCopy([other], "cpu").get();
     assert.ok(kept.every((value) => value === 1), `kept now holds ${kept[0]}`);
     disposeAll([onDevice, other, again]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "a copy back whose buffer the user transferred away: its pinned block is never reused or freed under the moved buffer, and is freed once that is gone",
+  async fn() {
+    // `transfer()` (or `postMessage` with a transfer list) moves the
+    // block's memory into a new buffer and detaches the pool's. The pool
+    // then handed the block to the next copy back of its size, which wrote
+    // into the moved buffer, and releaseCachedMemory() unmapped it.
+    const moved = () => memoryStats().outsidePools;
+    await collectUntil(() => moved().movedAway === 0, "freeing earlier moved memory");
+    const bytes = 3 * 1024 * 1024; // pinned size class: 4 MiB
+    const [onDevice] = await startCopy([randomArray(Uint8Array, bytes, 41)], "cuda:0").get();
+    const [back] = await startCopy([onDevice], "cpu").get();
+    const view = back.toTypedArray() as Uint8Array;
+    let kept: Uint8Array | undefined = new Uint8Array(
+      (view.buffer as ArrayBuffer).transfer(),
+      view.byteOffset,
+      bytes,
+    );
+    disposeAll([onDevice, back]);
+    for (let i = 0; i < 3; i++) {
+      const [other] = await startCopy([randomArray(Uint8Array, bytes, 50 + i)], "cuda:0").get();
+      disposeAll([other, await startCopy([other], "cpu").get()]);
+    }
+    const expected = randomArray(Uint8Array, bytes, 41);
+    let differs = kept.findIndex((value, i) => value !== expected[i]);
+    assert.equal(differs, -1, `byte ${differs} of the moved buffer was overwritten`);
+    assert.deepEqual([moved().movedAway, moved().movedAwayBytes], [1, 4 * 1024 * 1024]);
+    releaseCachedMemory();
+    differs = kept.findIndex((value, i) => value !== expected[i]);
+    assert.equal(differs, -1, `byte ${differs} changed after releaseCachedMemory()`);
+    kept = undefined;
+    await collectUntil(() => moved().movedAway === 0, "freeing the moved memory");
   },
 });

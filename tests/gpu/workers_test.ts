@@ -3,7 +3,8 @@ import { testAids } from "../../ffi/test_aids.ts";
 import { disposeAll, memoryStats, releaseCachedMemory, startCopy } from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { processStagers } from "../../src/memory/process_cache.ts";
-import { assertRoundTrip, hasGpu, randomArray } from "./_helpers.ts";
+import { collectUntil } from "../_helpers.ts";
+import { assertRoundTrip, hasGpu, HOLD_US, randomArray } from "./_helpers.ts";
 
 // The library used from Workers (a data loader's threads): each isolate has
 // its own pools but shares the shim, its caches of idle memory, the
@@ -164,5 +165,70 @@ Deno.test({
     await othersHoldNothing();
     await mainRoundTrips(10, 99);
     releaseCachedMemory();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "pinned memory a Worker posted away (a copy back's buffer, transferred) is never reused after the Worker ends, and is freed once that buffer is gone",
+  async fn() {
+    // A loader Worker hands its results to the main thread and is ended.
+    // The block came back to the process cache while the main thread read
+    // it, and the main thread's next copy back of that size landed in it.
+    releaseCachedMemory();
+    const bytes = 3 * MiB; // a pinned size class of its own (4 MiB)
+    const worker = startWorker();
+    let received: Uint8Array | undefined;
+    try {
+      const reply = answer(worker);
+      worker.postMessage({ kind: "post copy back", bytes, seed: 41 });
+      received = new Uint8Array(await reply as ArrayBuffer);
+    } finally {
+      worker.terminate();
+    }
+    await othersHoldNothing();
+    for (let i = 0; i < 3; i++) {
+      const onDevice = await startCopy([randomArray(Uint8Array, bytes, 50 + i)], "cuda:0").get();
+      disposeAll([onDevice, await startCopy(onDevice, "cpu").get()]);
+    }
+    const expected = randomArray(Uint8Array, bytes, 41);
+    const differs = received.findIndex((value, i) => value !== expected[i]);
+    assert.equal(differs, -1, `byte ${differs} of the posted buffer was overwritten`);
+    assert.deepEqual(
+      [memoryStats().outsidePools.movedAway, memoryStats().outsidePools.movedAwayBytes],
+      [1, 4 * MiB],
+    );
+    received = undefined;
+    await collectUntil(() => memoryStats().outsidePools.movedAway === 0, "freeing it");
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "a Worker ended while its kernel runs on its own stream: its device memory is reused only after the kernel",
+  async fn() {
+    // The Worker's end waited for the library's copy streams only; the
+    // kernel still wrote into a block the main thread had been given.
+    releaseCachedMemory();
+    const bytes = 6 * MiB; // the output's size class (8 MiB) is the Worker's alone
+    const worker = startWorker();
+    try {
+      const launched = answer(worker);
+      worker.postMessage({ kind: "kernel and end", bytes, holdNs: HOLD_US * 1000 });
+      assert.equal(await launched, "launched");
+    } finally {
+      worker.terminate();
+    }
+    await othersHoldNothing();
+    const written = randomArray(Uint8Array, bytes, 77);
+    const [onDevice] = await startCopy([written], "cuda:0").get();
+    await new Promise((resolve) => setTimeout(resolve, (2 * HOLD_US) / 1000));
+    const [back] = await startCopy([onDevice], "cpu").get();
+    const read = back.toTypedArray() as Uint8Array;
+    const differs = read.findIndex((value, i) => value !== written[i]);
+    disposeAll([onDevice, back]);
+    assert.equal(differs, -1, `byte ${differs} was overwritten by the ended Worker's kernel`);
   },
 });

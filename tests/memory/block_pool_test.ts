@@ -298,3 +298,29 @@ Deno.test("BlockPool.trim() frees its front and the shared cache; abandonAll() f
   assert.equal(pool.inUseBytes, 0);
   assert.equal(shared.cachedBytes, 0);
 });
+
+Deno.test("BlockPool never reuses a block its allocator says escaped (moved away by a user): freed on release, and when found idle in the front", () => {
+  // Pinned blocks whose buffer a user transferred (src/memory/pinned_memory.ts):
+  // reused, the next copy wrote into the moved buffer.
+  const { shared } = fakeSharedCache();
+  const { allocator, freed, unmapped } = countingAllocator();
+  const escaped = new Set<Block>();
+  const pool = new BlockPool(
+    { ...allocator, escaped: (block: Block) => escaped.has(block) },
+    { shared, frontBytes: 1 << 20 },
+  );
+  const moved = pool.acquire(4096);
+  escaped.add(moved);
+  pool.release(moved);
+  assert.deepEqual(freed, [moved.address]);
+  // Moved away after it came back idle: freed when its turn comes.
+  const idle = pool.acquire(4096);
+  assert.notEqual(idle, moved);
+  pool.release(idle);
+  escaped.add(idle);
+  const next = pool.acquire(4096);
+  assert.ok(next !== idle && next !== moved);
+  assert.deepEqual(freed, [moved.address, idle.address]);
+  assert.deepEqual(unmapped, []);
+  assert.deepEqual([pool.inUseBytes, pool.frontBytes, pool.cachedBytes], [4096, 0, 0]);
+});
