@@ -28,7 +28,10 @@ export type TestAidLibrary = Deno.DynamicLibrary<typeof testAidSymbols>;
 let library: ShimLibrary | undefined;
 let file: ShimFile | undefined;
 let failure: Error | undefined;
-let hostView: HostView | undefined;
+// undefined: not opened yet; null: the runtime gives no Node-API.
+let hostView: HostView | null | undefined;
+// The shim's absolute path (process.dlopen takes no other), fixed at load.
+let hostViewPath: string | undefined;
 
 /**
  * Makes an ArrayBuffer over pinned memory that the shim counts until V8
@@ -49,11 +52,17 @@ export function getLibrary(): ShimLibrary {
 }
 
 /**
- * The shim's Node-API `hostView`, or `undefined` where the runtime gave no
+ * The shim's Node-API `hostView`, or `undefined` where the runtime gives no
  * Node-API (then views of pinned memory are uncounted, as Deno's own are).
+ * Opened on the first call, by the first pinned buffer: bringing in Deno's
+ * Node `process` costs about 20 ms, which a program that never pins
+ * memory (no GPU) should not pay at import.
  */
 export function getHostView(): HostView | undefined {
-  return hostView;
+  if (hostView === undefined) {
+    hostView = library && hostViewPath ? openHostView(hostViewPath) : null;
+  }
+  return hostView ?? undefined;
 }
 
 /** Where the loaded shim came from, or why none is loaded. */
@@ -126,15 +135,29 @@ function open(found: ShimFile): ShimLibrary {
 // The same file again as a Node-API module (the loader hands back the
 // library already open, so it shares the shim's state): its `hostView`
 // makes the buffers that pinned memory is shown to JS through. Deno asks
-// for the same --allow-ffi as `Deno.dlopen`, granted by now.
-async function openHostView(path: string): Promise<HostView | undefined> {
+// for the same --allow-ffi as `Deno.dlopen`, granted by now; `process` is a
+// global of Deno 2 (made on first use).
+function openHostView(path: string): HostView | null {
   try {
-    const { default: process } = await import("node:process");
+    const process = (globalThis as {
+      process?: { dlopen?(module: { exports: unknown }, path: string): void };
+    }).process;
+    if (typeof process?.dlopen !== "function") return null;
     const module = { exports: {} as { hostView?: unknown } };
-    // process.dlopen takes absolute paths only (MTC_SHIM_PATH may be relative).
-    process.dlopen(module, path.startsWith("/") ? path : `${Deno.cwd()}/${path}`);
+    process.dlopen(module, path);
     const made = module.exports.hostView;
-    return typeof made === "function" ? made as HostView : undefined;
+    return typeof made === "function" ? made as HostView : null;
+  } catch {
+    return null;
+  }
+}
+
+// MTC_SHIM_PATH may be relative, and the working directory may change
+// later: resolved now (undefined where reading it is not permitted).
+function absolutePath(path: string): string | undefined {
+  if (path.startsWith("/")) return path;
+  try {
+    return `${Deno.cwd()}/${path}`;
   } catch {
     return undefined;
   }
@@ -146,7 +169,7 @@ async function openHostView(path: string): Promise<HostView | undefined> {
 try {
   file = await locateShim();
   library = open(file);
-  hostView = await openHostView(file.openPath);
+  hostViewPath = absolutePath(file.openPath);
 } catch (error) {
   failure = error instanceof Error ? error : new Error(String(error));
 } finally {

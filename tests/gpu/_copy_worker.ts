@@ -12,8 +12,8 @@
  * or drops them, and answers `{ deviceUsedBytes }` (the device memory in
  * use at its peak, as the driver counts it) before the test ends it;
  * `{ kind: "post copy back", bytes, seed }` copies `bytes` to `cuda:0` and
- * back and posts the result's buffer (pinned memory) with a transfer list,
- * keeping nothing; `{ kind: "kernel and end", bytes, holdNs }` copies
+ * back and posts `{ buffer, offset }`, the result's buffer (its pinned
+ * block) with a transfer list and where the bytes lie in it, keeping nothing; `{ kind: "kernel and end", bytes, holdNs }` copies
  * `bytes` to `cuda:0` with an output of as many bytes, then on a stream of
  * its own runs a kernel that waits `holdNs` and copies the one into the
  * other, and answers `"launched"` at once (the test ends the Worker while
@@ -64,8 +64,9 @@ async function postCopyBack(bytes: number, seed: number): Promise<void> {
   const onDevice = await startCopy([randomArray(Uint8Array, bytes, seed)], "cuda:0").get();
   const [back] = await startCopy(onDevice, "cpu").get();
   disposeAll(onDevice);
-  const buffer = back.toTypedArray().buffer as ArrayBuffer;
-  worker.postMessage(buffer, [buffer]);
+  const view = back.toTypedArray();
+  const buffer = view.buffer as ArrayBuffer; // the whole pinned block
+  worker.postMessage({ buffer, offset: view.byteOffset }, [buffer]);
 }
 
 async function kernelAndEnd(bytes: number, holdNs: number): Promise<void> {

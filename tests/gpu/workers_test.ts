@@ -168,6 +168,24 @@ Deno.test({
   },
 });
 
+/**
+ * The bytes of a copy back that a Worker posted with a transfer list; the
+ * Worker is ended. Nothing else here keeps the buffer (its reply promise
+ * does, through the Worker's handler, until that is cleared).
+ */
+async function postedCopyBack(bytes: number, seed: number): Promise<Uint8Array> {
+  const worker = startWorker();
+  try {
+    const reply = answer(worker);
+    worker.postMessage({ kind: "post copy back", bytes, seed });
+    const { buffer, offset } = await reply as { buffer: ArrayBuffer; offset: number };
+    return new Uint8Array(buffer, offset, bytes);
+  } finally {
+    worker.onmessage = null;
+    worker.terminate();
+  }
+}
+
 Deno.test({
   ...gpu,
   name:
@@ -178,15 +196,7 @@ Deno.test({
     // it, and the main thread's next copy back of that size landed in it.
     releaseCachedMemory();
     const bytes = 3 * MiB; // a pinned size class of its own (4 MiB)
-    const worker = startWorker();
-    let received: Uint8Array | undefined;
-    try {
-      const reply = answer(worker);
-      worker.postMessage({ kind: "post copy back", bytes, seed: 41 });
-      received = new Uint8Array(await reply as ArrayBuffer);
-    } finally {
-      worker.terminate();
-    }
+    let received: Uint8Array | undefined = await postedCopyBack(bytes, 41);
     await othersHoldNothing();
     for (let i = 0; i < 3; i++) {
       const onDevice = await startCopy([randomArray(Uint8Array, bytes, 50 + i)], "cuda:0").get();
