@@ -35,7 +35,9 @@ export interface StartCopyOptions {
   /**
    * Work the copy must run after, ordered on the GPU (the CPU does not
    * wait): a launch (e.g. copying a kernel's results back), a copy handle,
-   * or everything queued on a stream so far; or an array of them.
+   * or everything queued on a stream so far; or an array of them. Where
+   * that work fails (before or after this call), the copy fails with its
+   * error: `get()` rejects.
    */
   after?: After | readonly After[];
   /**

@@ -106,12 +106,11 @@ export function startCopy<T>(
     try {
       ordered = orderCopyAfter(after, devices);
     } catch (error) {
-      // As for a walk that failed: outputs that share an input's storage
-      // give their holds back (else the input's memory stays taken until
-      // they are collected).
-      route.disposeShared();
-      route.releaseLists();
-      throw error;
+      // Work it names failed already (or a wait for it could not be
+      // queued): the copy fails as it does when that work fails a moment
+      // later, through get(), never by throwing here. (The copy's failure
+      // gives back what it holds, outputs over inputs included.)
+      ordered = Promise.reject(error);
     }
   }
   const trace = DEBUG ? traceCopy(route, started) : undefined;

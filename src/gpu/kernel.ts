@@ -44,7 +44,7 @@ import {
   writeLaunchHeader,
 } from "./launch_config.ts";
 import { deferWork } from "./deferred_work.ts";
-import { type GpuWork, makeWork, reapWork } from "./work.ts";
+import { failedWork, type GpuWork, makeWork, reapWork } from "./work.ts";
 import { noteWorkHolds } from "../reuse/holders.ts";
 
 /** What a kernel's module must do around launches (library-internal). */
@@ -145,6 +145,8 @@ export class Kernel {
    * tensor or stream of another device
    * @throws {CudaError} when the driver refuses the launch (e.g. too many
    * threads per block), or the device's context is broken by an earlier fault
+   * (work named in `after` that failed, already or later, fails the returned
+   * work instead: its `done()` rejects with that failure)
    */
   launch(config: LaunchConfig): GpuWork {
     reapWork();
@@ -163,7 +165,16 @@ export class Kernel {
     const address = streamAddress(stream);
     const notQueued = notQueuedYet(after, this.#device, address);
     if (notQueued !== undefined) return this.#launchLater(stream, after ?? [], holds, notQueued);
-    if (after !== undefined) orderAfter(stream, after);
+    if (after !== undefined) {
+      try {
+        orderAfter(stream, after);
+      } catch (error) {
+        // Work it names failed already (or the wait for it could not be
+        // queued): the launch fails as it does when that work fails a
+        // moment later, through done(), never by throwing here.
+        return failedWork(this.#device, address, this.#what, error);
+      }
+    }
     const event = this.#queue(address, this.#buffer.bytes);
     if (holds) { for (const storage of holds) storage.retain(); }
     this.#owner.begin();

@@ -61,6 +61,23 @@ export function failWorkIssue(work: GpuWork, error: unknown): void {
   stateOf(work).fail(error);
 }
 
+/**
+ * Work on the stream at address `stream` of `device` that failed with
+ * `error` before it could be queued (a launch ordered after work that had
+ * failed already): settled, and its `done()` rejects with `error`, as when
+ * that work fails a moment later.
+ */
+export function failedWork(
+  device: DeviceIndex,
+  stream: number,
+  what: string,
+  error: unknown,
+): GpuWork {
+  const work = makeWork(device, stream, 0, what);
+  failWorkIssue(work, error);
+  return work;
+}
+
 // Set only while makeWork constructs: users cannot construct GpuWork.
 let constructing = false;
 let construct: (...args: Parameters<typeof makeWork>) => GpuWork;

@@ -76,8 +76,9 @@ export function startCopyInto(
   try {
     ordered = items === undefined ? undefined : orderCopyAfter(items, [target]);
   } catch (error) {
-    putBack(record.columns, previous, passes);
-    throw error;
+    // Work it names failed already: the copy fails through get(), as when
+    // that work fails a moment later (the values go back then).
+    ordered = Promise.reject(error);
   }
   // Nothing can throw for the caller's arguments past this point: the
   // result is taken. A copy that fails before it writes any tensor (its

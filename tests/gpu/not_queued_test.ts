@@ -7,6 +7,7 @@ import {
   loadModule,
   setMemoryLimits,
   startCopy,
+  type Tensor,
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
@@ -298,6 +299,41 @@ Deno.test({
       setMemoryLimits(before);
     }
     flag.dispose();
+    module.dispose();
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "work ordered after a copy that has failed already fails as after one that fails later: done() and get() reject, nothing throws, a copy into a result puts its values back",
+  async fn() {
+    // Named once it had failed, the failure was thrown by launch() and
+    // startCopy() themselves; named while it was still pending, the copy
+    // into a result that then failed left its values passed through written.
+    const module = await loadModule(await stepKernelsPtx());
+    const write = module.kernel("write_u32", ["ptr", "u32"]);
+    const [flag] = await startCopy([new Uint32Array(1)], "cuda:0").get();
+    const result = await startCopy({ x: new Float32Array([1, 2]), meta: "old" }, "cuda:0")
+      .get() as { x: Tensor; meta: string };
+    for (const when of ["already", "later"]) {
+      const failing = copyThatCannotFit();
+      if (when === "already") await assert.rejects(failing.get(), /memory limit/);
+      const launched = write.launch({ grid: 1, block: 1, args: [flag, 3], after: failing });
+      const copied = startCopy([new Float32Array(4)], "cuda:0", { after: failing });
+      const into = startCopy({ x: new Float32Array([5, 6]), meta: "new" }, "cuda:0", {
+        into: result,
+        after: failing,
+      });
+      await assert.rejects(launched.done(), /memory limit/, when);
+      await assert.rejects(copied.get(), /memory limit/, when);
+      await assert.rejects(into.get(), /memory limit/, when);
+      if (when === "later") await assert.rejects(failing.get(), /memory limit/);
+      assert.equal(result.meta, "old", `${when}: the value passed through is put back`);
+    }
+    const [x] = await startCopy([result.x], "cpu").get();
+    assert.deepEqual([...x.toTypedArray()], [1, 2]);
+    disposeAll([flag, result, x]);
     module.dispose();
   },
 });

@@ -70,6 +70,11 @@ export function submitInto(
         job = submission.job(() => {});
         events.push(...job.events);
         if (job.submitted) await job.submitted;
+      }, (error) => {
+        // Work named in `after` failed: nothing was queued, so the values
+        // passed through go back as for a copy that failed in staging.
+        unwritten();
+        throw error;
       });
     }
   } catch (error) {
