@@ -32,6 +32,7 @@ let failure: Error | undefined;
 let hostView: HostView | null | undefined;
 // The shim's absolute path (process.dlopen takes no other), fixed at load.
 let hostViewPath: string | undefined;
+let nodeProcess: (() => NodeProcess | undefined) | undefined;
 
 /**
  * Makes an ArrayBuffer over pinned memory that the shim counts until V8
@@ -53,14 +54,15 @@ export function getLibrary(): ShimLibrary {
 
 /**
  * The shim's Node-API `hostView`, or `undefined` where the runtime gives no
- * Node-API (then views of pinned memory are uncounted, as Deno's own are).
+ * Node-API (then views of pinned memory are uncounted, as Deno's own are,
+ * and memory under a buffer a user moved is kept for good: `hostKeep`).
  * Opened on the first call, by the first pinned buffer: bringing in Deno's
- * Node `process` costs about 20 ms, which a program that never pins
- * memory (no GPU) should not pay at import.
+ * Node `process` costs about 20 ms in each isolate, which a program that
+ * never pins memory (no GPU) should not pay at import.
  */
 export function getHostView(): HostView | undefined {
   if (hostView === undefined) {
-    hostView = library && hostViewPath ? openHostView(hostViewPath) : null;
+    hostView = library && hostViewPath ? openHostView(library, hostViewPath) : null;
   }
   return hostView ?? undefined;
 }
@@ -135,20 +137,41 @@ function open(found: ShimFile): ShimLibrary {
 // The same file again as a Node-API module (the loader hands back the
 // library already open, so it shares the shim's state): its `hostView`
 // makes the buffers that pinned memory is shown to JS through. Deno asks
-// for the same --allow-ffi as `Deno.dlopen`, granted by now; `process` is a
-// global of Deno 2 (made on first use).
-function openHostView(path: string): HostView | null {
+// for the same --allow-ffi as `Deno.dlopen`, granted by now. A module
+// whose ledger is not this library's (the file was replaced on disk since
+// it was opened, and a second copy loaded) is refused: its counts would
+// protect nothing.
+function openHostView(lib: ShimLibrary, path: string): HostView | null {
   try {
-    const process = (globalThis as {
-      process?: { dlopen?(module: { exports: unknown }, path: string): void };
-    }).process;
+    const process = nodeProcess?.();
     if (typeof process?.dlopen !== "function") return null;
-    const module = { exports: {} as { hostView?: unknown } };
+    const module = { exports: {} as { hostView?: unknown; ledger?: unknown } };
     process.dlopen(module, path);
-    const made = module.exports.hostView;
-    return typeof made === "function" ? made as HostView : null;
+    const { hostView: made, ledger } = module.exports;
+    if (typeof made !== "function" || ledger !== lib.symbols.mtc_host_ledger()) return null;
+    return made as HostView;
   } catch {
     return null;
+  }
+}
+
+interface NodeProcess {
+  dlopen?(module: { exports: unknown }, path: string): void;
+}
+
+// Node's `process`, for its `dlopen`. Deno 2's global `process` is a getter
+// that builds it on first use (about 20 ms), so the getter is kept now and
+// called at the first pinned buffer: code that replaces globalThis.process
+// later changes nothing. Where it was replaced before this import, the
+// module `node:process` (built now).
+async function findNodeProcess(): Promise<(() => NodeProcess | undefined) | undefined> {
+  const getter = Object.getOwnPropertyDescriptor(globalThis, "process")?.get;
+  if (getter) return () => getter.call(globalThis) as NodeProcess | undefined;
+  try {
+    const { default: process } = await import("node:process");
+    return () => process as NodeProcess;
+  } catch {
+    return undefined;
   }
 }
 
@@ -170,6 +193,7 @@ try {
   file = await locateShim();
   library = open(file);
   hostViewPath = absolutePath(file.openPath);
+  nodeProcess = await findNodeProcess();
 } catch (error) {
   failure = error instanceof Error ? error : new Error(String(error));
 } finally {

@@ -193,6 +193,30 @@ export function pinnedArrayBuffer(address: number, bytes: number): ArrayBuffer {
   return hostView ? hostView(address, bytes) : hostArrayBuffer(address, bytes);
 }
 
+/**
+ * Keeps `bytes` of pinned memory at `address` from ever being freed or
+ * reused: for a buffer over it that a user moved where the runtime gave no
+ * Node-API (the shim cannot see when that buffer dies). A leak, counted in
+ * {@linkcode hostParked} once the library lets go of the memory.
+ */
+export function hostKeep(address: number, bytes: number): void {
+  check(sym().mtc_host_keep(address, bytes), "keep pinned memory a moved buffer reaches");
+}
+
+/** Which view ledger the loaded shim keeps (compared with its Node-API module's). */
+export function hostLedger(): number {
+  return sym().mtc_host_ledger();
+}
+
+/**
+ * Whether {@linkcode pinnedArrayBuffer} makes counted buffers here (the
+ * runtime gives Node-API): where not, a buffer a user moved must be kept
+ * with {@linkcode hostKeep}.
+ */
+export function pinnedBuffersCounted(): boolean {
+  return getHostView() !== undefined;
+}
+
 /** Pinned memory parked behind views users moved, not freed yet: how many blocks, their bytes. */
 export function hostParked(): { count: number; bytes: number } {
   check(sym().mtc_host_parked(out), "read the parked pinned memory");

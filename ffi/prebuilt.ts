@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "879bb7a567fa9d3690904f42954a207bb1ceed70f00c563fe11e1feb5a24c1b7";
+export const SHIM_SOURCE_HASH = "a7dc743ac5bdaef39bd571f34932e664b01cf32aa33cc9d0317858820dd23611";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
-    bytes: 145504,
-    sha256: "32b57db4814dcb9435f9b72517797e110ff59d6287a0447b58010ab5bd4a6115",
+    bytes: 149608,
+    sha256: "00e7678b6a30514fb4f0b4acb5f42ba0dd344251a72ff71bbc03312d57dd292b",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
-    bytes: 198696,
-    sha256: "48844ee633541081bff805736ad9e31a255ea624e4655449f576083ea4237f22",
+    bytes: 198704,
+    sha256: "a399cfaeea14e52ddf2c63f109527533bb211ce3b49d638316114c5ed67d2627",
   },
 };

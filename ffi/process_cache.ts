@@ -44,7 +44,8 @@ export function isolateAttached(): boolean {
 
 /**
  * Ends this isolate in the shim (at `unload`): stops its background staging
- * (waiting at most `timeoutMs`), waits for the library streams, and caches
+ * (waiting at most `timeoutMs`), waits for the GPU work of every device it
+ * used (its kernels on its own streams too), and caches
  * the blocks and events it still holds. False when a staging call did not
  * stop in time (its device blocks then stay out of the cache).
  */

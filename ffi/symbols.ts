@@ -33,6 +33,10 @@ export const symbols = {
   mtc_host_free: { parameters: ["f64"], result: "i32" },
   // int32_t mtc_host_parked(double out[2]): [count, bytes] parked behind JS views
   mtc_host_parked: { parameters: ["buffer"], result: "i32" },
+  // int32_t mtc_host_keep(addr_t address, double bytes): a view that never dies
+  mtc_host_keep: { parameters: ["f64", "f64"], result: "i32" },
+  // double mtc_host_ledger(void): which library's view ledger (host_views.c)
+  mtc_host_ledger: { parameters: [], result: "f64" },
   // int32_t mtc_device_alloc(int32_t device, double bytes, double* out_addr)
   mtc_device_alloc: { parameters: ["i32", "f64", "buffer"], result: "i32" },
   // int32_t mtc_device_free(int32_t device, addr_t p)

@@ -45,6 +45,7 @@ static struct {
                                              napi_value *);
   napi_status (*create_function)(napi_env, const char *, size_t, napi_callback, void *,
                                  napi_value *);
+  napi_status (*create_double)(napi_env, double, napi_value *);
   napi_status (*set_named_property)(napi_env, napi_value, const char *, napi_value);
   napi_status (*get_cb_info)(napi_env, napi_callback_info, size_t *, napi_value *, napi_value *,
                              void **);
@@ -53,9 +54,9 @@ static struct {
 } napi;
 
 struct view_rec {
-  double address;
+  double address;  // 0: an empty slot
   double bytes;
-  int32_t views;   // live JS buffers over the memory
+  int32_t views;   // live JS buffers over the memory (+1 for each mtc_host_keep)
   int32_t parked;  // freed once `views` reaches 0
 };
 
@@ -64,19 +65,94 @@ struct unviewed_rec {
   double bytes;
 };
 
+// The records, hashed by address (open addressing, linear probing, at most
+// half full): a process may hold thousands of pinned blocks and arenas, and
+// a lookup is on every pinned free and every block given to the cache.
 static pthread_mutex_t views_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct view_rec *recs;
-static int32_t rec_used, rec_capacity;
+static struct view_rec *table;
+static uint32_t table_capacity;  // a power of two, or 0
+static uint32_t table_used;
 // Parked memory whose last view died: freed by the next call on a JS thread.
 static struct unviewed_rec *unviewed;
 static int32_t unviewed_used, unviewed_capacity;
 static double parked_count, parked_bytes;  // parked, not freed yet
 
-static int32_t find(double address) {
-  for (int32_t i = 0; i < rec_used; i++) {
-    if (recs[i].address == address) return i;
+static uint32_t slot_of(double address) {
+  uint64_t key = (uint64_t)address;
+  key ^= key >> 33;
+  key *= 0xff51afd7ed558ccdULL;
+  key ^= key >> 33;
+  return (uint32_t)key & (table_capacity - 1);
+}
+
+static struct view_rec *find(double address) {
+  if (table_capacity == 0) return NULL;
+  for (uint32_t i = slot_of(address);; i = (i + 1) & (table_capacity - 1)) {
+    if (table[i].address == address) return &table[i];
+    if (table[i].address == 0) return NULL;
   }
-  return NONE;
+}
+
+// Room for one more record; 0, or -1 where memory ran out.
+static int reserve(void) {
+  if (2 * (table_used + 1) <= table_capacity) return 0;
+  uint32_t capacity = table_capacity ? 2 * table_capacity : 64;
+  struct view_rec *grown = calloc(capacity, sizeof *grown);
+  if (grown == NULL) return -1;
+  struct view_rec *old = table;
+  uint32_t old_capacity = table_capacity;
+  table = grown;
+  table_capacity = capacity;
+  for (uint32_t i = 0; i < old_capacity; i++) {
+    if (old[i].address == 0) continue;
+    uint32_t j = slot_of(old[i].address);
+    while (table[j].address != 0) j = (j + 1) & (capacity - 1);
+    table[j] = old[i];
+  }
+  free(old);
+  return 0;
+}
+
+// The record of `address`, made (no views) where there is none; NULL where
+// memory ran out. Call reserve() first.
+static struct view_rec *find_or_add(double address, double bytes) {
+  struct view_rec *found = find(address);
+  if (found || reserve() != 0) return found;
+  uint32_t i = slot_of(address);
+  while (table[i].address != 0) i = (i + 1) & (table_capacity - 1);
+  table[i] = (struct view_rec){address, bytes, 0, 0};
+  table_used++;
+  return &table[i];
+}
+
+// Removes a record, shifting later ones of its probe run back (no tombstones).
+static void remove_rec(struct view_rec *rec) {
+  uint32_t mask = table_capacity - 1;
+  uint32_t hole = (uint32_t)(rec - table);
+  for (uint32_t i = (hole + 1) & mask; table[i].address != 0; i = (i + 1) & mask) {
+    uint32_t home = slot_of(table[i].address);
+    // Move it into the hole unless its home lies cyclically in (hole, i].
+    if (((i - home) & mask) >= ((i - hole) & mask)) {
+      table[hole] = table[i];
+      hole = i;
+    }
+  }
+  table[hole].address = 0;
+  table_used--;
+}
+
+// One view of `rec` fewer; parked memory with none left is queued to be freed.
+static void drop_view(struct view_rec *rec) {
+  if (--rec->views > 0) return;
+  if (rec->parked) {
+    if (grow((void **)&unviewed, &unviewed_capacity, unviewed_used + 1, sizeof *unviewed) != 0) {
+      rec->views = 1;  // no room to note it: a leak, never a free under a view
+      return;
+    }
+    unviewed[unviewed_used++] = (struct unviewed_rec){rec->address, rec->bytes};
+    add_counter(C_UNVIEWED_BYTES, rec->bytes);
+  }
+  remove_rec(rec);
 }
 
 // A finalizer: the last buffer over one view's memory is gone. Runs on any
@@ -84,47 +160,36 @@ static int32_t find(double address) {
 static void view_finalized(napi_env env, void *data, void *hint) {
   (void)env;
   (void)hint;
-  double address = ADDR(data);
   pthread_mutex_lock(&views_lock);
-  int32_t i = find(address);
-  if (i != NONE && --recs[i].views == 0) {
-    int keep = 0;
-    if (recs[i].parked) {
-      if (grow((void **)&unviewed, &unviewed_capacity, unviewed_used + 1, sizeof *unviewed) == 0) {
-        unviewed[unviewed_used++] = (struct unviewed_rec){address, recs[i].bytes};
-      } else {
-        keep = 1;  // no room to note it: a leak, never a free under a view
-      }
-    }
-    if (!keep) recs[i] = recs[--rec_used];
-  }
+  struct view_rec *rec = find(ADDR(data));
+  if (rec) drop_view(rec);
   pthread_mutex_unlock(&views_lock);
 }
 
 int host_viewed(addr_t address) {
   pthread_mutex_lock(&views_lock);
-  int32_t i = find(address);
-  int viewed = i != NONE && recs[i].views > 0;
+  struct view_rec *rec = find(address);
+  int viewed = rec != NULL && rec->views > 0;
   pthread_mutex_unlock(&views_lock);
   return viewed;
 }
 
 int32_t host_view_count(addr_t address) {
   pthread_mutex_lock(&views_lock);
-  int32_t i = find(address);
-  int32_t views = i == NONE ? 0 : recs[i].views;
+  struct view_rec *rec = find(address);
+  int32_t views = rec ? rec->views : 0;
   pthread_mutex_unlock(&views_lock);
   return views;
 }
 
 int host_park_if_viewed(addr_t address) {
   pthread_mutex_lock(&views_lock);
-  int32_t i = find(address);
-  int parked = i != NONE && (recs[i].views > 0 || recs[i].parked);
-  if (parked && !recs[i].parked) {
-    recs[i].parked = 1;
+  struct view_rec *rec = find(address);
+  int parked = rec != NULL && (rec->views > 0 || rec->parked);
+  if (parked && !rec->parked) {
+    rec->parked = 1;
     parked_count++;
-    parked_bytes += recs[i].bytes;
+    parked_bytes += rec->bytes;
   }
   pthread_mutex_unlock(&views_lock);
   return parked;
@@ -138,6 +203,7 @@ int host_take_unviewed(addr_t *out, int capacity) {
     out[count++] = u.address;
     parked_count--;
     parked_bytes -= u.bytes;
+    add_counter(C_UNVIEWED_BYTES, -u.bytes);
   }
   pthread_mutex_unlock(&views_lock);
   return count;
@@ -155,6 +221,23 @@ MTC_EXPORT int32_t mtc_host_parked(double *out) {
   return 0;
 }
 
+// Counts a view of `bytes` at `address` that never dies: a buffer a user
+// moved where the runtime gave no Node-API (an uncounted buffer). Its
+// memory is then parked, never freed, when the library lets go of it: a
+// leak, where freeing would pull the memory from under the moved buffer.
+MTC_EXPORT int32_t mtc_host_keep(addr_t address, double bytes) {
+  pthread_mutex_lock(&views_lock);
+  struct view_rec *rec = find_or_add(address, bytes);
+  if (rec) rec->views++;
+  pthread_mutex_unlock(&views_lock);
+  return rec ? 0 : CUDA_ERROR_OUT_OF_MEMORY;  // no room for the record
+}
+
+// Which ledger this is: the Node-API module that `process.dlopen` loaded
+// must be this library, not a second copy of it (a file replaced on disk
+// since), whose counts no free here would see.
+MTC_EXPORT double mtc_host_ledger(void) { return ADDR(&views_lock); }
+
 // hostView(address, bytes): an ArrayBuffer over `bytes` at `address`,
 // counted until V8 drops its memory's last buffer.
 static napi_value host_view(napi_env env, napi_callback_info info) {
@@ -168,41 +251,48 @@ static napi_value host_view(napi_env env, napi_callback_info info) {
     return NULL;
   }
   pthread_mutex_lock(&views_lock);
-  int32_t i = find(address);
-  if (i == NONE && grow((void **)&recs, &rec_capacity, rec_used + 1, sizeof *recs) == 0) {
-    i = rec_used++;
-    recs[i] = (struct view_rec){address, bytes, 0, 0};
-  }
-  if (i != NONE) recs[i].views++;
+  struct view_rec *rec = find_or_add(address, bytes);
+  if (rec) rec->views++;
   pthread_mutex_unlock(&views_lock);
   napi_value buffer = NULL;
-  if (i == NONE || napi.create_external_arraybuffer(env, PTR(address), (size_t)bytes,
-                                                    view_finalized, NULL, &buffer) != 0) {
-    if (i != NONE) view_finalized(env, PTR(address), NULL);
+  if (rec == NULL || napi.create_external_arraybuffer(env, PTR(address), (size_t)bytes,
+                                                      view_finalized, NULL, &buffer) != 0) {
+    if (rec) view_finalized(env, PTR(address), NULL);
     napi.throw_error(env, NULL, "hostView: cannot make an ArrayBuffer over pinned memory");
     return NULL;
   }
   return buffer;
 }
 
-// The Node-API module's entry point (`process.dlopen`): exports hostView
-// where the process provides Node-API, nothing otherwise.
-MTC_EXPORT napi_value napi_register_module_v1(napi_env env, napi_value exports) {
+// Node-API's entry points, resolved once for every isolate that loads the module.
+static pthread_once_t napi_once = PTHREAD_ONCE_INIT;
+static int napi_ready;
+static void resolve_napi(void) {
 #define RESOLVE(field, name) *(void **)&napi.field = dlsym(RTLD_DEFAULT, name)
   RESOLVE(create_external_arraybuffer, "napi_create_external_arraybuffer");
   RESOLVE(create_function, "napi_create_function");
+  RESOLVE(create_double, "napi_create_double");
   RESOLVE(set_named_property, "napi_set_named_property");
   RESOLVE(get_cb_info, "napi_get_cb_info");
   RESOLVE(get_value_double, "napi_get_value_double");
   RESOLVE(throw_error, "napi_throw_error");
 #undef RESOLVE
-  if (!napi.create_external_arraybuffer || !napi.create_function || !napi.set_named_property ||
-      !napi.get_cb_info || !napi.get_value_double || !napi.throw_error) {
-    return exports;
-  }
-  napi_value fn;
-  if (napi.create_function(env, "hostView", 8, host_view, NULL, &fn) == 0) {
+  napi_ready = napi.create_external_arraybuffer && napi.create_function && napi.create_double &&
+               napi.set_named_property && napi.get_cb_info && napi.get_value_double &&
+               napi.throw_error;
+}
+
+// The Node-API module's entry point (`process.dlopen`, once per isolate):
+// exports hostView, and `ledger` (mtc_host_ledger's value), where the
+// process provides Node-API; nothing otherwise.
+MTC_EXPORT napi_value napi_register_module_v1(napi_env env, napi_value exports) {
+  pthread_once(&napi_once, resolve_napi);
+  if (!napi_ready) return exports;
+  napi_value fn, ledger;
+  if (napi.create_function(env, "hostView", 8, host_view, NULL, &fn) == 0 &&
+      napi.create_double(env, mtc_host_ledger(), &ledger) == 0) {
     napi.set_named_property(env, exports, "hostView", fn);
+    napi.set_named_property(env, exports, "ledger", ledger);
   }
   return exports;
 }

@@ -26,10 +26,13 @@
 //   isolate detaches its views before it gives a block back, so freeing a
 //   cached block never leaves a view of freed memory anywhere.
 // - An isolate that ends (its thread exits, or `mtc_isolate_end` at
-//   `unload`) may have left work queued on the library streams that reads
-//   or writes what it held. Its staging calls are stopped, the streams of
-//   every device the library used are synchronised, and only then does what
-//   it held become idle. A staging call that does not stop in time keeps its
+//   `unload`) may have left work queued that reads or writes what it held:
+//   copies on the library streams, kernels on its own streams. Its staging
+//   calls are stopped, each device the library used is synchronised as a
+//   whole (cuCtxSynchronize: other isolates' work is waited for too, with
+//   no bound), and only then does what it held become idle. Pinned memory
+//   a JS buffer still reaches (one a user moved) is never cached
+//   (host_views.c). A staging call that does not stop in time keeps its
 //   isolate's device blocks out of the cache for good (never reused under
 //   it).
 // - Idle blocks of a kind are kept up to the cap their pools name (the

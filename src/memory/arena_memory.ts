@@ -11,7 +11,13 @@
  * @module
  */
 
-import { hostAlloc, hostFree, pinnedArrayBuffer } from "../../ffi/native.ts";
+import {
+  hostAlloc,
+  hostFree,
+  hostKeep,
+  pinnedArrayBuffer,
+  pinnedBuffersCounted,
+} from "../../ffi/native.ts";
 import {
   arenaCollected,
   type ArenaMemory,
@@ -26,6 +32,8 @@ export interface ArenaBacking {
   readonly address: number;
   /** The buffer over the memory. */
   readonly buffer: ArrayBuffer;
+  /** Whether the shim counts `buffer` (pinned, where the runtime gives Node-API). */
+  readonly counted?: boolean;
 }
 
 /** How many copies in flight read an arena (the holds copies take). */
@@ -72,7 +80,8 @@ export function arenaMemory(): { arenas: number; bytes: number } {
 export function allocateArena(bytes: number, copies: ArenaCopies): ArenaBacking {
   if (deviceCount() === 0) return { address: 0, buffer: new ArrayBuffer(bytes) };
   const address = hostAlloc(bytes);
-  const backing = { address, buffer: pinnedArrayBuffer(address, bytes) };
+  const buffer = pinnedArrayBuffer(address, bytes);
+  const backing = { address, buffer, counted: pinnedBuffersCounted() };
   // What copies see of the arena (holds are not the user's to take), and
   // nothing that reaches the arena itself (nothing but the arena needs to
   // keep it).
@@ -105,11 +114,14 @@ export function freeArena(backing: ArenaBacking, bytes: number): void {
   unregisterArena(buffer);
   // A buffer the user detached (`transfer()`, or posted to a Worker) has
   // nothing left to detach here: its memory moved with it, and the shim
-  // parks it until that buffer is gone (memoryStats' `movedAway`).
-  if (!buffer.detached) buffer.transfer(0);
+  // parks it until that buffer is gone (memoryStats' `movedAway`). An
+  // uncounted one (no Node-API) is kept for good.
+  const moved = buffer.detached;
+  if (!moved) buffer.transfer(0);
   if (address === 0) return;
   pinnedArenas--;
   pinnedArenaBytes -= bytes;
+  if (moved && !backing.counted) hostKeep(address, bytes);
   hostFree(address);
 }
 

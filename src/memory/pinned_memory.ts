@@ -16,18 +16,26 @@
  * @module
  */
 
-import { hostAlloc, hostFree, pinnedArrayBuffer } from "../../ffi/native.ts";
+import {
+  hostAlloc,
+  hostFree,
+  hostKeep,
+  pinnedArrayBuffer,
+  pinnedBuffersCounted,
+} from "../../ffi/native.ts";
 import { blockFree, PINNED_KIND } from "../../ffi/process_cache.ts";
 import { BlockPool } from "./block_pool.ts";
 import type { Block } from "./block_pool_types.ts";
 import { memoryLimits } from "./limits.ts";
-import { sharedCache } from "./process_cache.ts";
+import { freeUnviewedPinned, sharedCache } from "./process_cache.ts";
 import { memoryReleased } from "./released.ts";
 import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
 
 interface PinnedCache {
   buffer: ArrayBuffer;
   views: Map<unknown, TypedArray>;
+  /** Whether the shim counts `buffer` (false where the runtime gave no Node-API). */
+  counted: boolean;
 }
 
 /**
@@ -38,10 +46,13 @@ interface PinnedCache {
 export const PINNED_FRONT_BYTES = 64 * 1024 * 1024;
 
 // Every view of the block becomes length 0. A buffer the user detached
-// (`transfer()` of a result's view) has nothing left to detach.
+// (`transfer()` of a result's view) has nothing left to detach: its memory
+// went with it, and the shim, which counts the moved buffer, frees it only
+// once that is gone. An uncounted one (no Node-API) is kept for good.
 function unmap(block: Block): void {
   const cache = block.cache as PinnedCache | undefined;
   if (cache && !cache.buffer.detached) cache.buffer.transfer(0);
+  else if (cache && !cache.counted) hostKeep(block.address, block.size);
   block.cache = undefined;
 }
 
@@ -61,7 +72,12 @@ export const pinnedPool: BlockPool = new BlockPool({
 }, {
   minBlockBytes: 64 * 1024,
   limitBytes: () => memoryLimits().pinnedBytes,
-  onRelease: memoryReleased,
+  onRelease: () => {
+    // Memory parked behind a moved buffer that has died since is freed
+    // here too: a steady loop makes no other pinned call.
+    freeUnviewedPinned();
+    memoryReleased();
+  },
   shared: sharedCache(PINNED_KIND),
   frontBytes: PINNED_FRONT_BYTES,
 });
@@ -69,7 +85,8 @@ export const pinnedPool: BlockPool = new BlockPool({
 function cacheOf(block: Block): PinnedCache {
   let cache = block.cache as PinnedCache | undefined;
   if (!cache) {
-    cache = { buffer: pinnedArrayBuffer(block.address, block.size), views: new Map() };
+    const buffer = pinnedArrayBuffer(block.address, block.size);
+    cache = { buffer, views: new Map(), counted: pinnedBuffersCounted() };
     block.cache = cache;
   }
   return cache;

@@ -22,6 +22,7 @@ import {
   stagersTrim,
   type Trimmed,
 } from "../../ffi/process_cache.ts";
+import { hostParked } from "../../ffi/native.ts";
 import { deviceCount } from "../device.ts";
 import type { Block, SharedBlockCache } from "./block_pool_types.ts";
 
@@ -35,6 +36,7 @@ const heldIndex = (kind: number) => 5 + 2 * (kind + 1);
 
 /** The most devices the shim tracks (native/driver.h). */
 const MAX_DEVICES = 64;
+const UNVIEWED_BYTES = 4 + 2 * (MAX_DEVICES + 1);
 
 let mapped: Float64Array | null | undefined;
 
@@ -42,6 +44,23 @@ let mapped: Float64Array | null | undefined;
 function counters(): Float64Array | undefined {
   if (mapped === undefined) mapped = deviceCount() > 0 ? cacheCounters() : null;
   return mapped ?? undefined;
+}
+
+/**
+ * Bytes of pinned memory parked behind buffers users moved whose buffers
+ * have died since, waiting to be freed (read without a call).
+ */
+export function unviewedPinnedBytes(): number {
+  return counters()?.[UNVIEWED_BYTES] ?? 0;
+}
+
+/**
+ * Frees pinned memory that was parked behind a buffer a user moved
+ * (native/host_views.c) once that buffer has died: one read of a counter
+ * where there is none.
+ */
+export function freeUnviewedPinned(): void {
+  if (unviewedPinnedBytes() > 0) hostParked();
 }
 
 /** The process-wide cache of one kind: -1 pinned host memory, N `cuda:N`'s memory. */
@@ -73,6 +92,7 @@ export function sharedCache(kind: number): SharedBlockCache {
  */
 export function trimProcessCaches(olderThanMs: number): Trimmed {
   if (!counters()) return { freed: 0, nextMs: Infinity };
+  freeUnviewedPinned();
   const blocks = cacheTrim(ALL_KINDS, olderThanMs);
   const stagers = stagersTrim(olderThanMs);
   return {

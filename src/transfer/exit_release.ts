@@ -4,7 +4,8 @@
  * memory it holds: its pools forget every block after detaching their views
  * (empty, never dangling, in case a later `unload` listener still looks at a
  * tensor), the shim stops this isolate's background staging, waits for the
- * library streams and takes back every block and event it held, and then
+ * GPU work queued on its devices (the library's streams and the user's) and
+ * takes back every block and event it held, and then
  * everything idle in the process-wide caches is freed: tensors not yet
  * disposed or collected too (the isolate is ending). The driver would
  * reclaim all of it at process exit anyway; doing it here keeps leak

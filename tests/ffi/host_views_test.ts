@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
-import { getHostView } from "../../ffi/library.ts";
-import { pinnedArrayBuffer } from "../../ffi/native.ts";
+import { getHostView, shimInfo } from "../../ffi/library.ts";
+import { hostLedger, pinnedArrayBuffer, pinnedBuffersCounted } from "../../ffi/native.ts";
 import { testAids } from "../../ffi/test_aids.ts";
 import { collectUntil } from "../_helpers.ts";
 
@@ -25,6 +25,8 @@ Deno.test("the shim is also a Node-API module: Deno gives it hostView, and pinne
   const buffer = pinnedArrayBuffer(address, 16);
   new Uint8Array(buffer)[3] = 42;
   assert.equal(memory[3], 42, "a view of the memory, not a copy");
+  assert.equal(pinnedBuffersCounted(), true);
+  buffer.transfer(0); // counted no more before `memory` can go
   assert.throws(() => hostView!(0, 8), { message: /a non-zero address and a size/ });
   assert.throws(() => (hostView as (a: number) => ArrayBuffer)(address), {
     message: /a non-zero address and a size/,
@@ -82,4 +84,25 @@ Deno.test({
     }
     await collectUntil(() => views() === 0, "the ended Worker's buffer's finalizer");
   },
+});
+
+Deno.test("a second copy of the shim (another file) keeps another ledger, which its module's token tells apart", async () => {
+  // getHostView() compares the module's `ledger` with the library's: a file
+  // replaced on disk after the library was opened loads as a second copy,
+  // whose counts no free of this library would see.
+  const { file } = shimInfo();
+  const copy = await Deno.makeTempFile({ suffix: ".so" });
+  try {
+    await Deno.copyFile(file!.openPath, copy);
+    const process = (globalThis as unknown as {
+      process: { dlopen(module: { exports: unknown }, path: string): void };
+    }).process;
+    const module = { exports: {} as { ledger?: number; hostView?: unknown } };
+    process.dlopen(module, copy);
+    assert.equal(typeof module.exports.hostView, "function");
+    assert.equal(typeof module.exports.ledger, "number");
+    assert.notEqual(module.exports.ledger, hostLedger());
+  } finally {
+    await Deno.remove(copy);
+  }
 });

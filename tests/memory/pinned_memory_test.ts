@@ -57,3 +57,28 @@ Deno.test({
     assert.equal(block.cache, undefined);
   },
 });
+
+Deno.test({
+  name:
+    "where buffers are uncounted (no Node-API), a block whose buffer the user moved is kept for good: never reused, never freed",
+  ignore: !hasGpu,
+  async fn() {
+    // Without the shim's count, freeing the block at once unmapped the
+    // moved buffer's memory (a crash on its next read); reusing it wrote
+    // into it. In a process of its own: the memory stays taken.
+    const fixture = new URL("./_uncounted_move.ts", import.meta.url).pathname;
+    const { code, stdout, stderr } = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-ffi", "--allow-read", "--allow-env", fixture],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const why = new TextDecoder().decode(stderr);
+    assert.equal(code, 0, why);
+    assert.deepEqual(JSON.parse(new TextDecoder().decode(stdout)), {
+      reused: false,
+      intact: true,
+      movedAway: 1,
+      movedAwayBytes: 4 * 1024 * 1024,
+    });
+  },
+});
