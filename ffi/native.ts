@@ -203,6 +203,18 @@ export function hostKeep(address: number, bytes: number): void {
   check(sym().mtc_host_keep(address, bytes), "keep pinned memory a moved buffer reaches");
 }
 
+/**
+ * Hands pinned memory that {@linkcode pinnedArrayBuffer} made a counted
+ * buffer over to its buffers: the shim frees it once the last one dies
+ * (collected, `transfer(0)`, or its isolate torn down). `moved`: a buffer
+ * the user moved is what still reaches it (counted by
+ * {@linkcode hostParked}). Where no buffer remains, nothing happens: such
+ * memory was freed already, or is queued to be.
+ */
+export function hostFreeAfterViews(address: number, moved: boolean): void {
+  check(sym().mtc_host_free_after_views(address, moved ? 1 : 0), "hand pinned memory to its views");
+}
+
 /** Which view ledger the loaded shim keeps (compared with its Node-API module's). */
 export function hostLedger(): number {
   return sym().mtc_host_ledger();

@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "a7dc743ac5bdaef39bd571f34932e664b01cf32aa33cc9d0317858820dd23611";
+export const SHIM_SOURCE_HASH = "b125b83a5a315c97c0fb469130980a11a400a7f5b4ae469e736309be48b1cee3";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 149608,
-    sha256: "00e7678b6a30514fb4f0b4acb5f42ba0dd344251a72ff71bbc03312d57dd292b",
+    sha256: "803553f8dd2553918b7a2e38741ad63c76f59df7845d79fe1b06986f08ed71c4",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198704,
-    sha256: "a399cfaeea14e52ddf2c63f109527533bb211ce3b49d638316114c5ed67d2627",
+    sha256: "c223c417b3b74478c1f68ad4e2e6b6cfcf62be5666d4a3e5541311bad0b0df09",
   },
 };

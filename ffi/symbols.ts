@@ -35,6 +35,8 @@ export const symbols = {
   mtc_host_parked: { parameters: ["buffer"], result: "i32" },
   // int32_t mtc_host_keep(addr_t address, double bytes): a view that never dies
   mtc_host_keep: { parameters: ["f64", "f64"], result: "i32" },
+  // int32_t mtc_host_free_after_views(addr_t address, int32_t moved)
+  mtc_host_free_after_views: { parameters: ["f64", "i32"], result: "i32" },
   // double mtc_host_ledger(void): which library's view ledger (host_views.c)
   mtc_host_ledger: { parameters: [], result: "f64" },
   // int32_t mtc_device_alloc(int32_t device, double bytes, double* out_addr)

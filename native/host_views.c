@@ -19,7 +19,10 @@
 // a live view is not freed but parked, and freed by the next host-memory
 // call after its last view died (finalizers may run on a V8 thread in the
 // middle of a collection, where no CUDA call belongs); a pinned block with
-// a live view is never cached for reuse.
+// a live view is never cached for reuse. A host arena's memory is handed to
+// its views at birth (mtc_host_free_after_views): freed when its last
+// buffer dies, even in a Worker that is ended, whose isolate runs no
+// finalizer of the arena's own.
 //
 // Node-API's entry points come from the process (Deno exports them) through
 // dlsym, not the link: the library also loads, and copies, where no
@@ -53,16 +56,22 @@ static struct {
   napi_status (*throw_error)(napi_env, const char *, const char *);
 } napi;
 
+// What becomes of memory once its last view dies.
+#define KEPT 0          // nothing: its owner frees it (a pool block, an arena without counting)
+#define PARKED_MOVED 1  // freed: given up while a buffer a user moved reached it (counted)
+#define PARKED_OWNED 2  // freed: owned by its views from the start (an arena, in any isolate)
+
 struct view_rec {
   double address;  // 0: an empty slot
   double bytes;
   int32_t views;   // live JS buffers over the memory (+1 for each mtc_host_keep)
-  int32_t parked;  // freed once `views` reaches 0
+  int32_t parked;  // KEPT, PARKED_MOVED or PARKED_OWNED
 };
 
 struct unviewed_rec {
   double address;
   double bytes;
+  int32_t moved;  // counted in parked_count while it waited
 };
 
 // The records, hashed by address (open addressing, linear probing, at most
@@ -75,7 +84,7 @@ static uint32_t table_used;
 // Parked memory whose last view died: freed by the next call on a JS thread.
 static struct unviewed_rec *unviewed;
 static int32_t unviewed_used, unviewed_capacity;
-static double parked_count, parked_bytes;  // parked, not freed yet
+static double parked_count, parked_bytes;  // PARKED_MOVED, not freed yet
 
 static uint32_t slot_of(double address) {
   uint64_t key = (uint64_t)address;
@@ -149,7 +158,8 @@ static void drop_view(struct view_rec *rec) {
       rec->views = 1;  // no room to note it: a leak, never a free under a view
       return;
     }
-    unviewed[unviewed_used++] = (struct unviewed_rec){rec->address, rec->bytes};
+    unviewed[unviewed_used++] =
+        (struct unviewed_rec){rec->address, rec->bytes, rec->parked == PARKED_MOVED};
     add_counter(C_UNVIEWED_BYTES, rec->bytes);
   }
   remove_rec(rec);
@@ -182,17 +192,39 @@ int32_t host_view_count(addr_t address) {
   return views;
 }
 
+// Marks the record's memory as given up while a moved buffer reaches it.
+static void park_moved(struct view_rec *rec) {
+  if (rec->parked == PARKED_MOVED) return;
+  rec->parked = PARKED_MOVED;
+  parked_count++;
+  parked_bytes += rec->bytes;
+}
+
 int host_park_if_viewed(addr_t address) {
   pthread_mutex_lock(&views_lock);
   struct view_rec *rec = find(address);
   int parked = rec != NULL && (rec->views > 0 || rec->parked);
-  if (parked && !rec->parked) {
-    rec->parked = 1;
-    parked_count++;
-    parked_bytes += rec->bytes;
-  }
+  if (parked) park_moved(rec);
   pthread_mutex_unlock(&views_lock);
   return parked;
+}
+
+// Hands memory that hostView made a buffer over to its views: freed (by
+// the next host-memory call on a JS thread) once its last buffer dies,
+// wherever and however (a transfer(0), a collection, the teardown of the
+// isolate that held it, which runs no finalizer of its own). `moved`: a
+// buffer a user moved is what still reaches it (counted by
+// mtc_host_parked). Where no view remains, nothing: memory handed over
+// before was freed, or queued to be, when its last view died.
+MTC_EXPORT int32_t mtc_host_free_after_views(addr_t address, int32_t moved) {
+  pthread_mutex_lock(&views_lock);
+  struct view_rec *rec = find(address);
+  if (rec && rec->views > 0) {
+    if (moved) park_moved(rec);
+    else if (rec->parked == KEPT) rec->parked = PARKED_OWNED;
+  }
+  pthread_mutex_unlock(&views_lock);
+  return 0;
 }
 
 int host_take_unviewed(addr_t *out, int capacity) {
@@ -201,8 +233,10 @@ int host_take_unviewed(addr_t *out, int capacity) {
   while (unviewed_used > 0 && count < capacity) {
     struct unviewed_rec u = unviewed[--unviewed_used];
     out[count++] = u.address;
-    parked_count--;
-    parked_bytes -= u.bytes;
+    if (u.moved) {
+      parked_count--;
+      parked_bytes -= u.bytes;
+    }
     add_counter(C_UNVIEWED_BYTES, -u.bytes);
   }
   pthread_mutex_unlock(&views_lock);

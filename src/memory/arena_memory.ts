@@ -14,6 +14,7 @@
 import {
   hostAlloc,
   hostFree,
+  hostFreeAfterViews,
   hostKeep,
   pinnedArrayBuffer,
   pinnedBuffersCounted,
@@ -25,6 +26,7 @@ import {
   unregisterArena,
 } from "../arena_index.ts";
 import { deviceCount } from "../device.ts";
+import { freeUnviewedPinned } from "./process_cache.ts";
 
 /** An arena's memory: where it lies, and the one buffer every view is made of. */
 export interface ArenaBacking {
@@ -43,12 +45,15 @@ export interface ArenaCopies {
 }
 
 // Keyed on the buffer, not the arena: views keep the buffer alive, so the
-// memory goes only when the arena and every view of it are unreachable (a
-// buffer moved away by a transfer keeps it too: the shim counts the buffers
-// over pinned memory and frees only after the last, native/host_views.c).
-const registry = new FinalizationRegistry<{ address: number; bytes: number }>(
-  ({ address, bytes }) => {
-    hostFree(address);
+// memory goes only when the arena and every view of it are unreachable.
+// Counted memory (native/host_views.c) belongs to its buffers from birth:
+// the shim frees it once the last one dies (a buffer the user moved away
+// keeps it, wherever it went), so here only the count changes, and what
+// has died is freed. Uncounted memory is freed here.
+const registry = new FinalizationRegistry<{ address: number; bytes: number; counted: boolean }>(
+  ({ address, bytes, counted }) => {
+    if (counted) freeUnviewedPinned();
+    else hostFree(address);
     pinnedArenas--;
     pinnedArenaBytes -= bytes;
     arenaCollected();
@@ -81,7 +86,11 @@ export function allocateArena(bytes: number, copies: ArenaCopies): ArenaBacking 
   if (deviceCount() === 0) return { address: 0, buffer: new ArrayBuffer(bytes) };
   const address = hostAlloc(bytes);
   const buffer = pinnedArrayBuffer(address, bytes);
-  const backing = { address, buffer, counted: pinnedBuffersCounted() };
+  const counted = pinnedBuffersCounted();
+  // Freed by the shim when its last buffer dies, even in a Worker that is
+  // ended (a terminated isolate runs no finalizer of ours).
+  if (counted) hostFreeAfterViews(address, false);
+  const backing = { address, buffer, counted };
   // What copies see of the arena (holds are not the user's to take), and
   // nothing that reaches the arena itself (nothing but the arena needs to
   // keep it).
@@ -100,7 +109,7 @@ export function allocateArena(bytes: number, copies: ArenaCopies): ArenaBacking 
   registerArena(backing.buffer, memory);
   pinnedArenas++;
   pinnedArenaBytes += bytes;
-  registry.register(backing.buffer, { address, bytes }, backing);
+  registry.register(backing.buffer, { address, bytes, counted }, backing);
   return backing;
 }
 
@@ -114,14 +123,21 @@ export function freeArena(backing: ArenaBacking, bytes: number): void {
   unregisterArena(buffer);
   // A buffer the user detached (`transfer()`, or posted to a Worker) has
   // nothing left to detach here: its memory moved with it, and the shim
-  // parks it until that buffer is gone (memoryStats' `movedAway`). An
-  // uncounted one (no Node-API) is kept for good.
+  // frees it once that buffer is gone (memoryStats' `movedAway` counts it
+  // meanwhile). Detached here, the last buffer dies at once (its finalizer
+  // runs in `transfer`) and the memory is freed now. An uncounted buffer
+  // (no Node-API) that moved keeps its memory for good.
   const moved = buffer.detached;
   if (!moved) buffer.transfer(0);
   if (address === 0) return;
   pinnedArenas--;
   pinnedArenaBytes -= bytes;
-  if (moved && !backing.counted) hostKeep(address, bytes);
+  if (backing.counted) {
+    if (moved) hostFreeAfterViews(address, true);
+    freeUnviewedPinned();
+    return;
+  }
+  if (moved) hostKeep(address, bytes);
   hostFree(address);
 }
 

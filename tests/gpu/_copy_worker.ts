@@ -17,11 +17,20 @@
  * `bytes` to `cuda:0` with an output of as many bytes, then on a stream of
  * its own runs a kernel that waits `holdNs` and copies the one into the
  * other, and answers `"launched"` at once (the test ends the Worker while
- * the kernel still runs).
+ * the kernel still runs); `{ kind: "arena and end", bytes }` makes a host
+ * arena of `bytes`, fills it, keeps it undisposed and answers `"made"`.
  */
 
 import { testAids } from "../../ffi/test_aids.ts";
-import { createStream, disposeAll, loadModule, memoryStats, startCopy } from "../../mod.ts";
+import {
+  createStream,
+  disposeAll,
+  type HostArena,
+  hostArena,
+  loadModule,
+  memoryStats,
+  startCopy,
+} from "../../mod.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { assertRoundTrip, randomArray, stepKernelsPtx } from "./_helpers.ts";
 
@@ -30,7 +39,8 @@ type Request =
   | { kind: "flood" }
   | { kind: "copy and end"; bytes: number; seed: number; dispose: boolean }
   | { kind: "post copy back"; bytes: number; seed: number }
-  | { kind: "kernel and end"; bytes: number; holdNs: number };
+  | { kind: "kernel and end"; bytes: number; holdNs: number }
+  | { kind: "arena and end"; bytes: number };
 
 const worker = self as unknown as {
   onmessage: (event: MessageEvent<Request>) => void;
@@ -84,7 +94,17 @@ async function kernelAndEnd(bytes: number, holdNs: number): Promise<void> {
   worker.postMessage("launched");
 }
 
+// Kept reachable until the Worker is ended.
+const arenas: HostArena[] = [];
+
 worker.onmessage = async ({ data }) => {
+  if (data.kind === "arena and end") {
+    const arena = hostArena(data.bytes);
+    arena.uint8(data.bytes).fill(1);
+    arenas.push(arena);
+    worker.postMessage("made");
+    return;
+  }
   if (data.kind === "flood") {
     for (let i = 0; i < 32; i++) startCopy([randomArray(Uint8Array, 1 << 20, i)], "cuda:0");
     worker.postMessage("started");

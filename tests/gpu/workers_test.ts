@@ -242,3 +242,28 @@ Deno.test({
     assert.equal(differs, -1, `byte ${differs} was overwritten by the ended Worker's kernel`);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name: "an arena a Worker leaves undisposed is freed when the Worker is ended",
+  async fn() {
+    // A terminated isolate runs no finalizer: the arena's FinalizationRegistry
+    // never freed it, and its pinned memory stayed until the process ended.
+    const rss = () =>
+      Number(Deno.readTextFileSync("/proc/self/status").match(/VmRSS:\s+(\d+)/)![1]) * 1024;
+    const bytes = 256 * MiB;
+    const worker = startWorker();
+    let filled: number;
+    try {
+      const made = answer(worker);
+      worker.postMessage({ kind: "arena and end", bytes });
+      assert.equal(await made, "made");
+      filled = rss();
+    } finally {
+      worker.terminate();
+    }
+    await othersHoldNothing();
+    // memoryStats() frees what is waiting to be (as the next pinned call would).
+    await collectUntil(() => (memoryStats(), rss() < filled - bytes / 2), "freeing the arena");
+  },
+});
