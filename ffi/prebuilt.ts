@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "b125b83a5a315c97c0fb469130980a11a400a7f5b4ae469e736309be48b1cee3";
+export const SHIM_SOURCE_HASH = "4edecec92e1826e21b23535199d861609f2c070c98c9fec5308cd691b4341f12";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 149608,
-    sha256: "803553f8dd2553918b7a2e38741ad63c76f59df7845d79fe1b06986f08ed71c4",
+    sha256: "acb51d5f6bcc84e89900541984619bc4ebb75949b2018dde6a058d9dad4146f7",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198704,
-    sha256: "c223c417b3b74478c1f68ad4e2e6b6cfcf62be5666d4a3e5541311bad0b0df09",
+    sha256: "f997168f5fd61a8646fbdc3c5ffad6b7484e06df7c05a787d821fbb32ba1b80f",
   },
 };

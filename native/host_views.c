@@ -95,7 +95,7 @@ static uint32_t slot_of(double address) {
 }
 
 static struct view_rec *find(double address) {
-  if (table_capacity == 0) return NULL;
+  if (table_capacity == 0 || address == 0) return NULL;  // 0 marks an empty slot
   for (uint32_t i = slot_of(address);; i = (i + 1) & (table_capacity - 1)) {
     if (table[i].address == address) return &table[i];
     if (table[i].address == 0) return NULL;

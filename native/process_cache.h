@@ -42,6 +42,8 @@ int32_t mtc_stream_synchronize(int32_t device);
 #define C_IDLE_STAGER_BYTES 3  // of which idle
 #define C_CACHED(k) (4 + 2 * (k))  // idle bytes of kind k in the cache
 #define C_HELD(k) (5 + 2 * (k))    // bytes of kind k registered here (in use anywhere + idle)
+// Written under views_lock (host_views.c), where the others are written
+// under cache_lock: each index has one lock that owns its writes.
 #define C_UNVIEWED_BYTES (4 + 2 * KINDS)  // parked pinned bytes whose JS views all died (to free)
 #define COUNTERS (5 + 2 * KINDS)
 

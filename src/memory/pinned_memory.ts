@@ -74,8 +74,13 @@ export const pinnedPool: BlockPool = new BlockPool({
   limitBytes: () => memoryLimits().pinnedBytes,
   onRelease: () => {
     // Memory parked behind a moved buffer that has died since is freed
-    // here too: a steady loop makes no other pinned call.
-    freeUnviewedPinned();
+    // here too: a steady loop makes no other pinned call. A failure there
+    // (a broken context) is not this release's: the entries are taken.
+    try {
+      freeUnviewedPinned();
+    } catch {
+      // (see above)
+    }
     memoryReleased();
   },
   shared: sharedCache(PINNED_KIND),

@@ -337,3 +337,35 @@ Deno.test({
     module.dispose();
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "a copy into a result ordered after failed work whose staging fails too rejects get() with the staging's error, and nothing rejects unhandled",
+  async fn() {
+    // The ordering's rejection was left unhandled when staging threw
+    // first: the process ended with an uncaught MemoryLimitError.
+    const result = await startCopy({ x: new Float32Array([1, 2]), meta: "old" }, "cuda:0")
+      .get() as { x: Tensor; meta: string };
+    const failing = copyThatCannotFit();
+    await assert.rejects(failing.get(), /memory limit/);
+    pinnedPool.trim(); // the staging block must be a new allocation, which fails
+    testAids!.injectFault("host-alloc", { error: 2 });
+    let into;
+    try {
+      into = startCopy({ x: new Float32Array([5, 6]), meta: "new" }, "cuda:0", {
+        into: result,
+        after: failing,
+      });
+    } finally {
+      testAids!.injectFault("off");
+    }
+    await assert.rejects(into.get(), {
+      name: "CudaError",
+      message: /^Cannot allocate \d+ bytes of pinned host memory/,
+    });
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(result.meta, "old");
+    disposeAll(result);
+  },
+});

@@ -249,8 +249,7 @@ Deno.test({
   async fn() {
     // A terminated isolate runs no finalizer: the arena's FinalizationRegistry
     // never freed it, and its pinned memory stayed until the process ended.
-    const rss = () =>
-      Number(Deno.readTextFileSync("/proc/self/status").match(/VmRSS:\s+(\d+)/)![1]) * 1024;
+    const rss = () => Deno.memoryUsage().rss;
     const bytes = 256 * MiB;
     const worker = startWorker();
     let filled: number;

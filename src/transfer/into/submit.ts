@@ -80,6 +80,9 @@ export function submitInto(
   } catch (error) {
     // The handle fails at once and aborts: the ledger drains and gives back what it took.
     submitted = Promise.reject(error);
+    // The ordering's own failure, if any, is this copy's no more: handled,
+    // or it would end the process as an unhandled rejection.
+    ordered?.catch(() => {});
     unwritten();
   }
   return createCopyHandle<unknown>({
