@@ -11,18 +11,18 @@ export interface PrebuiltShim {
 }
 
 /** The SHA-256 of the native sources the prebuilt binaries were built from. */
-export const SHIM_SOURCE_HASH = "4edecec92e1826e21b23535199d861609f2c070c98c9fec5308cd691b4341f12";
+export const SHIM_SOURCE_HASH = "be19136afd70c6c57bc73466bc5758d1eb6352c4105eba48a5698b1a9d37e093";
 
 /** The prebuilt shims, by `${Deno.build.os}-${Deno.build.arch}`. */
 export const PREBUILT_SHIMS: Readonly<Record<string, PrebuiltShim>> = {
   "linux-x86_64": {
     file: "linux-x86_64/libmtc.so",
     bytes: 149608,
-    sha256: "acb51d5f6bcc84e89900541984619bc4ebb75949b2018dde6a058d9dad4146f7",
+    sha256: "8b1aed89f6878c2ebc793484e10858608ac4819940080b30f5c34713de8753cd",
   },
   "linux-aarch64": {
     file: "linux-aarch64/libmtc.so",
     bytes: 198704,
-    sha256: "f997168f5fd61a8646fbdc3c5ffad6b7484e06df7c05a787d821fbb32ba1b80f",
+    sha256: "cbe5be001fc77d313e52a8ea9bec0fd9f1267e5391c3eabcb7de0598af7fe199",
   },
 };

@@ -123,7 +123,7 @@ static int reserve(void) {
 }
 
 // The record of `address`, made (no views) where there is none; NULL where
-// memory ran out. Call reserve() first.
+// memory ran out.
 static struct view_rec *find_or_add(double address, double bytes) {
   struct view_rec *found = find(address);
   if (found || reserve() != 0) return found;
@@ -174,14 +174,6 @@ static void view_finalized(napi_env env, void *data, void *hint) {
   struct view_rec *rec = find(ADDR(data));
   if (rec) drop_view(rec);
   pthread_mutex_unlock(&views_lock);
-}
-
-int host_viewed(addr_t address) {
-  pthread_mutex_lock(&views_lock);
-  struct view_rec *rec = find(address);
-  int viewed = rec != NULL && rec->views > 0;
-  pthread_mutex_unlock(&views_lock);
-  return viewed;
 }
 
 int32_t host_view_count(addr_t address) {

@@ -52,7 +52,7 @@ static void push_idle(int32_t i, double now) {
 int cache_or_drop(int32_t i, double now, struct victim *victim) {
   struct block_rec *b = &blocks[i];
   if (counters[C_CACHED(b->kind)] + b->size <= caps[b->kind] &&
-      !(b->kind == 0 && host_viewed(b->address))) {
+      !(b->kind == 0 && host_view_count(b->address) > 0)) {
     push_idle(i, now);
     return 1;
   }

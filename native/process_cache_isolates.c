@@ -152,8 +152,8 @@ void isolate_thread_ended(void *value) {
 
 // Ends isolate `id` (at its `unload`, on its own thread): stops its staging
 // calls (waiting at most `timeout_ms`), waits for every device's queued
-// work (drain_device), and caches what it still holds. Returns 0, or 1 when a staging call did not
-// stop in time.
+// work (drain_device), and caches what it still holds. Returns 0, or 1
+// when a staging call did not stop in time.
 MTC_EXPORT int32_t mtc_isolate_end(int32_t id, double timeout_ms) {
   cache_init();
   if ((intptr_t)pthread_getspecific(isolate_key) == id) pthread_setspecific(isolate_key, NULL);

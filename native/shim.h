@@ -61,8 +61,7 @@ int mtc_fault(int site) MTC_HIDDEN;
 // host_views.c: JavaScript's views of pinned memory, counted (the note
 // there says why). Memory with a live view is parked instead of freed, and
 // freed after its last view died; such memory is never cached for reuse.
-MTC_HIDDEN int host_viewed(addr_t address);
-// How many live JS buffers view `address` (for the test aids).
+// How many live JS buffers view `address`.
 MTC_HIDDEN int32_t host_view_count(addr_t address);
 // Marks `address` to be freed when its last view dies; 1 when it was
 // (the caller must not free it), 0 when no view remains.
