@@ -20,11 +20,12 @@
 
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { CODE_BYTES, CODE_DTYPE, NO_CODE } from "./array_code.ts";
+import { arrayCodeOf, CODE_BYTES, CODE_DTYPE, NO_CODE } from "./array_code.ts";
 import { type DType, type TypedArray, viewByteLength, viewByteOffset } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
-import { SequentialPacker } from "./pack_plan.ts";
+import { MAX_PACKED_TENSOR_BYTES, SequentialPacker } from "./pack_plan.ts";
+import { notePayload, type PackedChunk, type PackedStages, PackedWalk } from "./packed_walk.ts";
 import type { Storage } from "./memory/storage.ts";
 import { type LeafFields, leafFields, readLeaf } from "./leaf_fields.ts";
 import { vectorShape } from "./vector_shape.ts";
@@ -33,6 +34,12 @@ import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
 /** A leaf's fields, read at once (reused: no object per leaf). */
 const FIELDS: LeafFields = leafFields();
+
+/**
+ * The largest payload packed during a walk: from about here on, a chunk
+ * is packed after the walk by several threads (staging/parallel_pack.ts).
+ */
+const PACKED_WALK_MAX_BYTES = 256 * 1024;
 
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;
@@ -122,17 +129,30 @@ export class Route implements LeafSink {
    */
   arenaStorage: Storage | undefined;
   readonly #pendingStorage: ((target: number) => Storage) | undefined;
+  /**
+   * Packing during a compiled walk (see packed_walk.ts), where the copy
+   * can: every leaf it takes is packed and bound when the walk is done.
+   */
+  readonly packedWalk: PackedWalk | undefined;
+  /**
+   * The pinned block holding every CPU→CUDA leaf, packed by the walk (see
+   * {@linkcode Route.packedWalk}), with the pending storage of their
+   * outputs; the transfer sends it with one DMA. Undefined otherwise.
+   */
+  packedChunk: PackedChunk | undefined;
 
   /**
    * A route to device index `target` (-1: the CPU). `pendingStorage`
    * makes the pending storage of the packed CPU→CUDA chunk (from the
    * transfer room, which owns the pools); without it, outputs are bound
-   * after the walk.
+   * after the walk. `stages`: the pinned blocks a compiled walk may pack
+   * into (without them, leaves are packed after the walk).
    */
   constructor(
     target: number,
     options: ResolvedOptions,
     pendingStorage?: (target: number) => Storage,
+    stages?: PackedStages,
   ) {
     this.target = target;
     this.options = options;
@@ -143,10 +163,66 @@ export class Route implements LeafSink {
     this.leaves = new Array(capacityHint);
     this.outputs = new Array(capacityHint);
     this.hostData = target === CPU ? [] : new Array(capacityHint);
+    if (
+      stages !== undefined && pendingStorage !== undefined && this.packer?.valid &&
+      options.usePinnedStaging
+    ) {
+      const limit = Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes);
+      const capacity = PackedWalk.blockBytes(
+        Math.min(options.maxPackedChunkBytes, PACKED_WALK_MAX_BYTES),
+      );
+      if (capacity > 0) {
+        this.packedWalk = new PackedWalk(
+          target,
+          { align: options.minPackedAlignmentBytes, limit, capacity },
+          stages,
+          this,
+          () => pendingStorage(target),
+          () => this.#takeOverPacked(),
+        );
+      }
+    }
+  }
+
+  /**
+   * The packed walk turned off (a leaf it cannot take): the leaves it took
+   * are recorded as the route records a leaf, in the same order and at the
+   * same offsets, as though the route had walked them itself.
+   */
+  #takeOverPacked(): void {
+    const packed = this.packedWalk!;
+    const count = packed.count;
+    this.chunkStorage = packed.handOver();
+    this.tensors += count;
+    this.bytes += packed.bytes;
+    this.movedBytes += packed.bytes;
+    this.#moving = count;
+    const packer = this.packer!;
+    for (let index = 0; index < count; index++) {
+      const leaf = this.leaves[index];
+      const data = leaf instanceof Tensor ? tensorInternals.packedData(leaf)! : leaf;
+      this.hostData[index] = data;
+      this.codes.push(
+        leaf instanceof Tensor ? tensorInternals.code(leaf, data) : arrayCodeOf(data),
+      );
+      packer.place(this.h2d.length, viewByteLength(data));
+      this.h2d.push(index);
+    }
   }
 
   /** Ends the walk: the leaf and output arrays get their final length. */
   end(): void {
+    const packed = this.packedWalk;
+    if (packed !== undefined) {
+      if (packed.on && packed.count > 0) {
+        this.tensors += packed.count;
+        this.bytes += packed.bytes;
+        this.movedBytes += packed.bytes;
+        this.#moving = packed.count;
+      }
+      this.packedChunk = packed.finish();
+      if (this.packedChunk === undefined && this.packer?.valid) notePayload(this.packer.end);
+    }
     const moving = this.#moving;
     if (this.leaves.length !== moving) {
       this.leaves.length = this.outputs.length = moving;
@@ -168,6 +244,20 @@ export class Route implements LeafSink {
     returnList(this.codes);
     this.packer?.dispose();
     for (const packer of this.#lastPackers) packer.dispose();
+    this.releasePackedBlock();
+  }
+
+  /**
+   * Gives back the block of a packed walk that no transfer took (a copy
+   * that failed before it was sent, or whose walk threw).
+   */
+  releasePackedBlock(): void {
+    const packed = this.packedWalk;
+    if (packed === undefined) return;
+    const chunk = this.packedChunk;
+    this.packedChunk = undefined;
+    if (chunk !== undefined) packed.release(chunk.block);
+    else packed.abandon();
   }
 
   /**
@@ -185,6 +275,9 @@ export class Route implements LeafSink {
    * ({@linkcode NO_CODE} for a `Tensor`).
    */
   add(leaf: Leaf, data: TypedArray | undefined, code: number): unknown {
+    // A leaf the packed walk was not offered (one the generic walk met):
+    // from here on the route records every leaf.
+    if (this.packedWalk?.on) this.packedWalk.stop();
     if (code !== NO_CODE) return this.#addArray(leaf as TypedArray, code);
     this.tensors++;
     const fields = FIELDS;

@@ -26,6 +26,7 @@ import { walk } from "./walk/walk.ts";
 import type { CopyResult } from "./copy_result.ts";
 import { submit, submitAfter } from "./transfer/submit.ts";
 import { pendingChunkStorage } from "./transfer/chunks.ts";
+import { PACKED_STAGES } from "./transfer/admission.ts";
 
 /**
  * Starts copying every tensor in `data` to `device`, asynchronously.
@@ -87,13 +88,15 @@ export function startCopy<T>(
   if (into !== undefined) {
     return startCopyInto(data, target, resolved, into, after) as AsyncCopyHandle<CopyResult<T>>;
   }
-  const route = new Route(target, resolved, pendingChunkStorage);
+  const route = new Route(target, resolved, pendingChunkStorage, PACKED_STAGES);
   let result: CopyResult<T>;
   try {
     result = walk(data, route) as CopyResult<T>;
   } catch (error) {
-    // Leaves met before the failing one may hold storages already.
+    // Leaves met before the failing one may hold storages already (and
+    // the walk a pinned block it packed into).
     route.disposeShared();
+    route.releasePackedBlock();
     throw error;
   }
   reapFinished();

@@ -139,6 +139,19 @@ export interface TensorInternals {
   ): TypedArray | undefined;
   /** Reads a tensor's description into `into` (one call, where a leaf needs several fields). */
   read(tensor: Tensor, into: TensorFields): void;
+  /**
+   * The host data of a live CPU tensor in ordinary memory (no pinned
+   * storage, no host arena) that still has its bytes, as `walkData` reads
+   * it; undefined for any other tensor. For packing during a walk.
+   */
+  packedData(tensor: Tensor): TypedArray | undefined;
+  /** The class code of `data`, the host data of `tensor` (kept by the tensor once found). */
+  code(tensor: Tensor, data: TypedArray): number;
+  /**
+   * A new tensor of `tensor`'s dtype, shape and size on device `device`,
+   * bound to `storage` at `offset` (taking over one of its holds).
+   */
+  packedOutput(tensor: Tensor, device: DeviceIndex, storage: Storage, offset: number): Tensor;
   /** The host arena a CPU tensor's data lies in, if any (found when the tensor was made). */
   arena(tensor: Tensor): ArenaMemory | undefined;
 }
@@ -344,6 +357,31 @@ export class Tensor {
       if (data === undefined || data.byteLength === tensor.#byteLength) return data;
       const fixed = tensor.#fixLength(data);
       return fixed.byteLength === tensor.#byteLength ? fixed : REJECTED_LEAF;
+    };
+    tensorInternals.packedData = (tensor) => {
+      const data = tensor.#data;
+      if (data === undefined || tensor.#memory !== undefined || tensor.#offset === DISPOSED) {
+        return undefined;
+      }
+      if (data.byteLength === tensor.#byteLength) return data;
+      const fixed = tensor.#fixLength(data);
+      return fixed.byteLength === tensor.#byteLength ? fixed : undefined;
+    };
+    tensorInternals.code = (tensor, data) => {
+      const code = tensor.#code;
+      return code === UNKNOWN_CODE ? tensor.#code = arrayCodeOf(data) : code;
+    };
+    tensorInternals.packedOutput = (tensor, device, storage, offset) => {
+      const output = new Tensor(
+        CONSTRUCT,
+        tensor.#dtype,
+        tensor.#shape,
+        device,
+        tensor.#byteLength,
+      );
+      output.#memory = storage;
+      output.#offset = offset;
+      return output;
     };
     tensorInternals.hostView = (tensor, dtype, byteLength, shape) => {
       if (

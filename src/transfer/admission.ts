@@ -39,7 +39,8 @@
 import { reapFinished } from "../copies_in_flight.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { memoryLimits, memoryLimitsError, onLimitsChanged } from "../memory/limits.ts";
-import { pinnedPool } from "../memory/pinned_memory.ts";
+import { pinnedPool, pinnedView } from "../memory/pinned_memory.ts";
+import type { PackedStages } from "../packed_walk.ts";
 import { onMemoryReleased } from "../memory/released.ts";
 import type { Route } from "../route.ts";
 import { type AdmissionDeps, AdmissionQueue } from "./admission_queue.ts";
@@ -84,3 +85,19 @@ export function admission(route: Route): Promise<void> | undefined {
   }
   return copies.admit(route);
 }
+
+/**
+ * The pinned blocks a compiled walk packs into (see packed_walk.ts): taken
+ * only where a copy could take them now, with no copy waiting for memory
+ * ahead of it and room under the pinned limit; else the walk does not
+ * pack, and the copy is admitted as any other.
+ */
+export const PACKED_STAGES: PackedStages = {
+  acquire(bytes) {
+    if (copies.waiting > 0 || memoryLimitsError() !== undefined) return undefined;
+    if (!pinnedPool.makeRoom(pinnedPool.sizeClass(bytes))) return undefined;
+    return pinnedPool.acquire(bytes);
+  },
+  release: (block) => pinnedPool.release(block),
+  view: pinnedView,
+};

@@ -13,17 +13,44 @@ import type { Route } from "../route.ts";
 import { BACKGROUND_MIN_BYTES } from "../staging/background.ts";
 import { inputChanged, packBySet, packView, pageableChunk } from "../staging/pack.ts";
 import { packingThreads, packInParallel } from "../staging/parallel_pack.ts";
-import { bindChunks, placeChunks } from "./chunks.ts";
+import { bindChunks, CHUNK_BASE_ALIGNMENT, placeChunks } from "./chunks.ts";
 import type { Submission } from "./submission.ts";
+
+/**
+ * Sends the chunk the walk packed (route.ts, `packedChunk`): its outputs
+ * get a device block, and the pinned block goes with one DMA and is
+ * released when the copy settles.
+ */
+function sendPackedChunk(route: Route, submission: Submission): void {
+  const { block: stage, storage, bytes, count } = route.packedChunk!;
+  route.packedChunk = undefined;
+  submission.adoptStaging(stage);
+  const pool = devicePool(route.target);
+  const block = pool.acquire(bytes);
+  if (block.address % CHUNK_BASE_ALIGNMENT !== 0) {
+    // The walk placed the leaves for a base aligned as every CUDA allocation is.
+    pool.release(block);
+    throw new Error(
+      `Cannot send a packed chunk to device memory at ${block.address}: CUDA gave an address not aligned to ${CHUNK_BASE_ALIGNMENT} bytes`,
+    );
+  }
+  storage.attach(block, count);
+  copyAsync({ device: route.target, dst: block.address, src: stage.address, bytes });
+  submission.stats.chunks++;
+  submission.stats.copies++;
+  submission.stats.packedTensors += count;
+}
 
 /** Queues every CPU→CUDA leaf of `route`. */
 export function hostToDevice(route: Route, submission: Submission): void {
   const { target, options, outputs } = route;
   const h2d = route.h2d.view();
   const pool = devicePool(target);
+  submission.involve(target);
+  if (route.packedChunk !== undefined) sendPackedChunk(route, submission);
+  if (h2d.length === 0) return;
   const packed = packedFlags(h2d.length);
   let packedCount = 0;
-  submission.involve(target);
   if (options.packCpuTensors) {
     const chunks = placeChunks(route, { indices: h2d, pool, packer: route.packer });
     // Outputs are bound after the DMAs are queued, in `finally`:

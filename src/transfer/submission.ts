@@ -138,6 +138,11 @@ export class Submission {
     return block;
   }
 
+  /** Takes over `block`, a pinned block staged already, released as {@linkcode Submission.takeStaging}'s. */
+  adoptStaging(block: Block): void {
+    this.#staging.push(block);
+  }
+
   /**
    * Holds `storage`, pinned memory the copy writes its outputs into, until
    * the copy settles (Note [Submission lifetime]).

@@ -30,7 +30,9 @@ function submitNow(route: Route, stats?: CopyStats, held?: InputHolds): CopyJob<
   const submission = new Submission(route, stats, held);
   try {
     if (route.fromArena.length > 0) arenaToDevice(route, submission);
-    if (route.h2d.length > 0) hostToDevice(route, submission);
+    if (route.h2d.length > 0 || route.packedChunk !== undefined) {
+      hostToDevice(route, submission);
+    }
     for (const [source, list] of route.peerBySource()) {
       deviceToDevice(route, submission, source, list);
     }

@@ -24,4 +24,21 @@ export interface LeafSink {
   add(leaf: Leaf, data: TypedArray | undefined, code: number): unknown;
   /** Called once after the last leaf of a walk that completed. */
   end?(): void;
+  /**
+   * Offered each leaf first by a compiled plan (not by the generic walk):
+   * what it returns takes the leaf's place, unless it is
+   * {@linkcode NOT_TAKEN}, and then the leaf goes to `add`.
+   */
+  readonly packedWalk?: LeafTaker;
+}
+
+/** What a {@linkcode LeafTaker} returns for a leaf it does not take. */
+export const NOT_TAKEN: unique symbol = Symbol("not taken");
+
+/** Takes leaves before a sink's `add` (see {@linkcode LeafSink.packedWalk}). */
+export interface LeafTaker {
+  /** A TypedArray leaf of class `code`. */
+  array(leaf: TypedArray, code: number): unknown;
+  /** A `Tensor` leaf. */
+  tensor(leaf: Tensor): unknown;
 }

@@ -55,6 +55,8 @@ export interface PlanHooks {
 export interface CompiledPlan {
   /** Walks `root`; every value that does not match the plan counts as a miss. */
   run(root: unknown, ancestors: object[], sink: unknown): unknown;
+  /** `run` for a sink with a packed walk (`LeafSink.packedWalk`), offered each leaf first. */
+  runPacked(root: unknown, ancestors: object[], sink: unknown): unknown;
   /**
    * Disposes every tensor in `root` (a structure like the plan's, a copy's
    * result), handing what does not match to `rest(value, depth,

@@ -13,7 +13,7 @@ type ObjectNode = Extract<PlanNode, { kind: "object" }>;
 
 /**
  * The code of `root`'s plan: the body of a function that returns `{ run,
- * dispose }`, with the key lists it names as `K0`, `K1`, .... Each node
+ * runPacked, dispose }`, with the key lists it names as `K0`, `K1`, .... Each node
  * becomes inline code that checks the value and builds its output, or
  * calls the generic walk.
  */
@@ -71,19 +71,36 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
     return ok;
   };
 
-  // Emits code that puts the walk of `v` (at `depth`) into variable `out`.
+  // Emits code that puts the walk of `v` (at `depth`) into variable `out`;
+  // `packed`: the leaves are offered to the sink's packed walk first.
+  let packed = false;
   const emit = (node: PlanNode, v: string, depth: number, out: string, indent: string) => {
     switch (node.kind) {
-      case "leaf":
+      case "leaf": {
         // The leaf's checks inline (a disposed tensor, one whose data
         // shrank, or an empty TypedArray, which may be detached, goes to
         // the generic walk, which checks it and throws its error).
+        const checked = `visitCounting(${v}, ${depth}, anc, sink, plan)`;
+        if (!packed) {
+          lines.push(
+            `${indent}if (${v} instanceof Leaf && (d = leafData(${v})) !== REJECTED) ${out} = sink.add(${v}, d, NO_CODE);`,
+            `${indent}else if ((c = leafCode(${v})) !== NO_CODE && ${v}.byteLength !== 0) ${out} = sink.add(${v}, ${v}, c);`,
+            `${indent}else ${out} = ${passOr(v, checked)};`,
+          );
+          return;
+        }
+        // The same, after the sink's packed walk declined the leaf.
         lines.push(
-          `${indent}if (${v} instanceof Leaf && (d = leafData(${v})) !== REJECTED) ${out} = sink.add(${v}, d, NO_CODE);`,
-          `${indent}else if ((c = leafCode(${v})) !== NO_CODE && ${v}.byteLength !== 0) ${out} = sink.add(${v}, ${v}, c);`,
-          `${indent}else ${out} = ${passOr(v, `visitCounting(${v}, ${depth}, anc, sink, plan)`)};`,
+          `${indent}if (${v} instanceof Leaf) {`,
+          `${indent}  if ((r = P.tensor(${v})) === NOT_TAKEN) r = (d = leafData(${v})) !== REJECTED ? sink.add(${v}, d, NO_CODE) : ${checked};`,
+          `${indent}  ${out} = r;`,
+          `${indent}} else if ((c = leafCode(${v})) !== NO_CODE) {`,
+          `${indent}  if ((r = P.array(${v}, c)) === NOT_TAKEN) r = ${v}.byteLength !== 0 ? sink.add(${v}, ${v}, c) : ${checked};`,
+          `${indent}  ${out} = r;`,
+          `${indent}} else ${out} = ${passOr(v, checked)};`,
         );
         return;
+      }
       case "none":
       case "other":
         // A container here is a miss: the structure grew past the plan.
@@ -190,20 +207,26 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
   // and then the run's output cannot be trusted. A disposal cannot be
   // undone: it checks each object whose last key Object.prototype has a
   // value for (a cheap load that finds nothing, as a rule).
-  lines.push(
-    `"use strict";`,
-    `function run(root, anc, sink) {`,
-    `  let result, d, c;`,
-    `  const clean = noInheritedKeys();`,
-  );
-  emit(root, "root", 0, "result", "  ");
-  lines.push(
-    `  if (clean && !noInheritedKeys()) inheritedKeysAdded();`,
-    `  return result;`,
-    `}`,
-    `function dispose(root, anc, rest) {`,
-  );
+  lines.push(`"use strict";`);
+  // Two walks: `run`, and `runPacked` for a sink with a packed walk (one
+  // function each keeps the other's leaf sites as they were).
+  for (const [name, withPacked] of [["run", false], ["runPacked", true]] as const) {
+    packed = withPacked;
+    lines.push(
+      `function ${name}(root, anc, sink) {`,
+      `  let result, d, c, r;`,
+      withPacked ? `  const P = sink.packedWalk;` : ``,
+      `  const clean = noInheritedKeys();`,
+    );
+    emit(root, "root", 0, "result", "  ");
+    lines.push(
+      `  if (clean && !noInheritedKeys()) inheritedKeysAdded();`,
+      `  return result;`,
+      `}`,
+    );
+  }
+  lines.push(`function dispose(root, anc, rest) {`);
   emitDispose(root, "root", 0, "  ");
-  lines.push(`  return true;`, `}`, `return { run, dispose };`);
+  lines.push(`  return true;`, `}`, `return { run, runPacked, dispose };`);
   return { source: lines.join("\n"), keyLists };
 }

@@ -20,6 +20,7 @@ import {
   type PlanNode,
 } from "./plan.ts";
 import { planSource } from "./plan_code.ts";
+import { NOT_TAKEN } from "./leaf_sink.ts";
 import { inheritedKeysAdded, noInheritedKeys, rootCheck, visitCounting } from "./plan_checks.ts";
 
 /**
@@ -52,6 +53,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
       "hasOwnProperty",
       "noInheritedKeys",
       "inheritedKeysAdded",
+      "NOT_TAKEN",
       ...constants,
       source,
     ) as PlanFactory;
@@ -59,6 +61,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
   }
   const plan: CompiledPlan = {
     run: undefined as unknown as CompiledPlan["run"],
+    runPacked: undefined as unknown as CompiledPlan["runPacked"],
     dispose: undefined as unknown as CompiledPlan["dispose"],
     matchesRoot: rootCheck(root),
     misses: 0,
@@ -80,9 +83,11 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
     Object.prototype.hasOwnProperty,
     noInheritedKeys,
     inheritedKeysAdded,
+    NOT_TAKEN,
     ...keyLists,
   );
   plan.run = compiled.run;
+  plan.runPacked = compiled.runPacked;
   plan.dispose = compiled.dispose;
   return plan;
 }
@@ -96,7 +101,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
  */
 export const MAP_PROBE: unique symbol = Symbol("map probe");
 /** What `new Function` made of a plan's code: given the plan and its hooks, its two functions. */
-type PlanFactory = (...args: unknown[]) => Pick<CompiledPlan, "run" | "dispose">;
+type PlanFactory = (...args: unknown[]) => Pick<CompiledPlan, "run" | "runPacked" | "dispose">;
 
 /**
  * The compiled code of each plan by its source: a structure compiled again

@@ -1,0 +1,284 @@
+/**
+ * Packing during a compiled walk: the CPU→CUDA leaves of a repeated
+ * structure copied into their pinned chunk as the plan reaches them.
+ *
+ * The route's general path records each leaf in five columns (leaf, host
+ * bytes, class, index, offset) during the walk, and a second loop packs
+ * them from the columns: per leaf that bookkeeping cost more than the
+ * `set` that copies its bytes. A compiled plan (walk/plan_code.ts) hands
+ * each leaf first to {@linkcode PackedWalk}, which places it by the same
+ * rule as the sequential packer, copies it into a pinned block taken
+ * before the walk, and makes its output bound at its offset: one `set`,
+ * one output, two stores. The first leaf it cannot take (on a device, in
+ * pinned memory or a host arena, too large, past the block, empty over a
+ * detached buffer, a disposed tensor) turns it off for the rest of the
+ * walk: the route then takes over the leaves packed so far, as if it had
+ * walked them itself ({@linkcode PackedWalk.handOver}), and the block goes
+ * back. The outcome (offsets, outputs, bytes sent) is the general path's.
+ *
+ * @module
+ */
+
+import { arenaOf } from "./arena_index.ts";
+import { ARRAY_CLASSES, CODE_DTYPE, CODE_SHIFT } from "./array_code.ts";
+import { isDetached, isOutOfBounds, type TypedArray, viewByteLength } from "./dtype.ts";
+import type { Block } from "./memory/block_pool_types.ts";
+import type { Storage } from "./memory/storage.ts";
+import { type Tensor, tensorInternals } from "./tensor.ts";
+import { vectorShape } from "./vector_shape.ts";
+import { type LeafTaker, NOT_TAKEN } from "./walk/leaf_sink.ts";
+
+/** Where a packed walk's pinned block comes from (the transfer room, which owns the pools). */
+export interface PackedStages {
+  /** A pinned block of at least `bytes` if the copy may take one now, else undefined. */
+  acquire(bytes: number): Block | undefined;
+  /** Gives back a block a walk took and did not use. */
+  release(block: Block): void;
+  /** Views `block` as TypedArray class `cls` (whole block). */
+  view(block: Block, cls: (typeof ARRAY_CLASSES)[number]): TypedArray;
+}
+
+/** The leaves a packed walk took, for the route to take over or to send. */
+export interface PackedLeaves {
+  /** Leaves taken, in walk order (the route's indices 0 to count - 1). */
+  readonly leaves: unknown[];
+  /** Their outputs, bound to `storage` at their offsets. */
+  readonly outputs: Tensor[];
+}
+
+/** A chunk packed by a walk: its pinned block, and the pending storage of its outputs. */
+export interface PackedChunk {
+  /** The pinned block, holding the payload from its first byte. */
+  readonly block: Block;
+  /** The pending storage its outputs are bound to (see `Storage.pending`). */
+  readonly storage: Storage;
+  /** Payload bytes. */
+  readonly bytes: number;
+  /** Leaves packed (the route's indices 0 to count - 1). */
+  readonly count: number;
+}
+
+// Copies since the last one whose walk packed every leaf; past a few, walks
+// skip packing for a while (a structure that always holds a leaf it cannot
+// take would otherwise pay for the hand-over on every copy).
+let failures = 0;
+let skipUntil = 0;
+let copies = 0;
+const FAILURES_BEFORE_SKIP = 2;
+const SKIP_COPIES = 64;
+/** The payload of the last walk that packed (the next block is sized from it). */
+let lastPayload = 0;
+/** Counters for tests and diagnostics. */
+const counts = { packed: 0, handedOver: 0 };
+
+/**
+ * How many walks packed every leaf, and how many handed over to the route,
+ * since the process started (for tests: the differential test checks the
+ * packed path ran).
+ */
+export function packedWalkCounts(): { packed: number; handedOver: number } {
+  return { ...counts };
+}
+
+/** For tests: forgets past walks (failures, the pause after them, the last payload). */
+export function resetPackedWalks(): void {
+  failures = skipUntil = lastPayload = 0;
+}
+
+/**
+ * The packing state of one walk. `array` and `tensor` take a leaf and
+ * return its output, or {@linkcode NOT_TAKEN} (and turn the walk off).
+ */
+export class PackedWalk implements LeafTaker {
+  /** Whether leaves are still taken. */
+  on = true;
+  /** Leaves taken. */
+  count = 0;
+  /** End of the payload so far (offsets as the sequential packer gives them). */
+  end = 0;
+  /** Payload bytes taken. */
+  bytes = 0;
+  readonly #target: number;
+  readonly #align: number;
+  readonly #limit: number;
+  readonly #capacity: number;
+  readonly #stages: PackedStages;
+  readonly #leaves: unknown[];
+  readonly #outputs: Tensor[];
+  readonly #storage: () => Storage;
+  readonly #takeOver: () => void;
+  #pending: Storage | undefined;
+  #block: Block | undefined;
+  readonly #views: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
+
+  /**
+   * A walk to device `target` placing leaves at multiples of `align` (a
+   * power of two, at least 8) up to `capacity` bytes, each of at most
+   * `limit` bytes, into the route's `leaves` and `outputs` columns from
+   * index 0; `storage` makes the chunk's pending storage; `takeOver` is
+   * called when the walk turns off with leaves taken (see `handOver`).
+   */
+  constructor(
+    target: number,
+    { align, limit, capacity }: { align: number; limit: number; capacity: number },
+    stages: PackedStages,
+    columns: PackedLeaves,
+    storage: () => Storage,
+    takeOver: () => void,
+  ) {
+    this.#target = target;
+    this.#align = align;
+    this.#limit = limit;
+    this.#capacity = capacity;
+    this.#stages = stages;
+    this.#leaves = columns.leaves;
+    this.#outputs = columns.outputs;
+    this.#storage = storage;
+    this.#takeOver = takeOver;
+  }
+
+  /**
+   * Whether walks pack now (not while a structure keeps failing), and the
+   * block size to take: the last packed payload with room to grow.
+   */
+  static blockBytes(capacity: number): number {
+    copies++;
+    if (copies < skipUntil) return 0;
+    return Math.min(capacity, Math.max(64 * 1024, lastPayload + (lastPayload >> 2)));
+  }
+
+  /** A TypedArray leaf of class `code`. */
+  array(leaf: TypedArray, code: number): Tensor | typeof NOT_TAKEN {
+    if (!this.on || arenaOf(leaf) !== undefined) return this.#off();
+    const bytes = viewByteLength(leaf);
+    if (bytes === 0 && (isDetached(leaf) || isOutOfBounds(leaf))) return this.#off();
+    const offset = this.#place(bytes);
+    if (offset < 0) return this.#off();
+    this.#copy(leaf, code, offset);
+    const output = tensorInternals.createBound(
+      CODE_DTYPE[code],
+      vectorShape(bytes >> CODE_SHIFT[code]),
+      this.#target,
+      bytes,
+      this.#pending ??= this.#storage(),
+      offset,
+    );
+    this.#take(leaf, output, bytes, offset);
+    return output;
+  }
+
+  /** A `Tensor` leaf. */
+  tensor(leaf: Tensor): Tensor | typeof NOT_TAKEN {
+    if (!this.on) return NOT_TAKEN;
+    const data = tensorInternals.packedData(leaf);
+    if (data === undefined) return this.#off();
+    const bytes = viewByteLength(data);
+    const offset = this.#place(bytes);
+    if (offset < 0) return this.#off();
+    this.#copy(data, tensorInternals.code(leaf, data), offset);
+    const output = tensorInternals.packedOutput(
+      leaf,
+      this.#target,
+      this.#pending ??= this.#storage(),
+      offset,
+    );
+    this.#take(leaf, output, bytes, offset);
+    return output;
+  }
+
+  /**
+   * The walk is over: the block with the packed payload (and its pending
+   * storage) when every leaf was taken, else undefined (nothing was, or
+   * the route took over). Records how the walk went for the next one.
+   */
+  finish(): PackedChunk | undefined {
+    if (!this.on || this.count === 0) {
+      this.#giveBack();
+      return undefined;
+    }
+    failures = 0;
+    lastPayload = this.end;
+    counts.packed++;
+    const block = this.#block!;
+    this.#block = undefined;
+    return { block, storage: this.#pending!, bytes: this.end, count: this.count };
+  }
+
+  /**
+   * Turns the walk off before it took anything more; returns the pending
+   * storage of the leaves taken so far (undefined if none), which the
+   * route takes over with them.
+   */
+  handOver(): Storage | undefined {
+    this.on = false;
+    this.#giveBack();
+    if (this.end > lastPayload) lastPayload = this.end;
+    counts.handedOver++;
+    if (++failures >= FAILURES_BEFORE_SKIP) skipUntil = copies + SKIP_COPIES;
+    return this.#pending;
+  }
+
+  /** Gives back `block`, the one {@linkcode PackedWalk.finish} returned, unsent. */
+  release(block: Block): void {
+    this.#stages.release(block);
+  }
+
+  /** A walk that threw: gives back the block if it still holds it. */
+  abandon(): void {
+    this.on = false;
+    this.#giveBack();
+  }
+
+  /** Gives back the block if the walk still holds it. */
+  #giveBack(): void {
+    if (this.#block !== undefined) this.#stages.release(this.#block);
+    this.#block = undefined;
+  }
+
+  /**
+   * Turns the walk off (a leaf reached the route another way, e.g. through
+   * the generic walk of a part the plan does not cover): the route takes
+   * over what was taken.
+   */
+  stop(): void {
+    this.#off();
+  }
+
+  #off(): typeof NOT_TAKEN {
+    if (this.on) {
+      this.on = false;
+      this.#takeOver();
+    }
+    return NOT_TAKEN;
+  }
+
+  /** The offset of a leaf of `bytes`, or -1 where it does not fit. */
+  #place(bytes: number): number {
+    const align = this.#align;
+    const offset = (this.end + align - 1) & -align;
+    if (bytes > this.#limit || offset + bytes > this.#capacity) return -1;
+    if (this.#block === undefined) {
+      this.#block = this.#stages.acquire(this.#capacity);
+      if (this.#block === undefined) return -1;
+    }
+    return offset + bytes > this.#block.size ? -1 : offset;
+  }
+
+  #copy(data: TypedArray, code: number, offset: number): void {
+    const view = this.#views[code] ??= this.#stages.view(this.#block!, ARRAY_CLASSES[code]);
+    view.set(data as never, offset >> CODE_SHIFT[code]);
+  }
+
+  #take(leaf: unknown, output: Tensor, bytes: number, offset: number): void {
+    const index = this.count++;
+    this.#leaves[index] = leaf;
+    this.#outputs[index] = output;
+    this.bytes += bytes;
+    this.end = offset + bytes;
+  }
+}
+
+/** A walk that packed nothing because the payload outgrew its block: the next one takes `bytes`. */
+export function notePayload(bytes: number): void {
+  if (bytes > lastPayload) lastPayload = bytes;
+}

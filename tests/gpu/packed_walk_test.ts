@@ -1,0 +1,199 @@
+/**
+ * Packing during a compiled walk (src/packed_walk.ts) against the plain
+ * path (the generic walk, which packs after the walk): the same outputs,
+ * bit for bit, for repeated structures whose leaves change between calls,
+ * for walks the packed path hands over midway, and for failures, which
+ * leave no memory behind. Each case also shows the packed path ran.
+ */
+
+import assert from "node:assert/strict";
+import {
+  disposeAll,
+  hostArena,
+  memoryStats,
+  startCopy,
+  Tensor,
+  type TypedArray,
+} from "../../mod.ts";
+import { packedWalkCounts, resetPackedWalks } from "../../src/packed_walk.ts";
+import { resetCompiledWalks, useCompiledWalks } from "../../src/walk/plan_cache.ts";
+import { createBatchMetaData } from "../../examples/reference_batch.ts";
+import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
+
+interface Seen {
+  dtype: string;
+  shape: readonly number[];
+  device: string;
+  bytes: number[];
+}
+
+/** Every output of `result` as plain values (device bytes read back by the test aid). */
+function seen(result: unknown): unknown {
+  if (result instanceof Tensor) {
+    return {
+      dtype: result.dtype,
+      shape: result.shape,
+      device: result.device,
+      bytes: [...bytesOf(result)],
+    } satisfies Seen;
+  }
+  if (Array.isArray(result)) return result.map(seen);
+  if (result instanceof Map) return new Map([...result].map(([k, v]) => [k, seen(v)]));
+  if (result !== null && typeof result === "object") {
+    return Object.fromEntries(Object.entries(result).map(([k, v]) => [k, seen(v)]));
+  }
+  return result;
+}
+
+/** Copies `data` to cuda:0 and back to plain values, with the copy's stats. */
+async function copied(data: unknown): Promise<{ values: unknown; packedTensors: number }> {
+  const handle = startCopy(data, "cuda:0");
+  const result = await handle.get();
+  const values = seen(result);
+  disposeAll(result);
+  return { values, packedTensors: handle.stats().packedTensors };
+}
+
+/** The plain path's copy of `data` (no compiled walk: nothing packs during it). */
+async function plainCopy(data: unknown): Promise<unknown> {
+  useCompiledWalks(false);
+  try {
+    return (await copied(data)).values;
+  } finally {
+    useCompiledWalks(true);
+  }
+}
+
+/**
+ * Copies each of `batches` (one structure) until a plan packs it, and
+ * checks every packed copy against the plain path's; returns how many
+ * walks packed and handed over meanwhile.
+ */
+async function compareWithPlain(
+  batches: (() => unknown)[],
+): Promise<{ packed: number; handedOver: number }> {
+  resetCompiledWalks();
+  resetPackedWalks();
+  // The structure's first walks are generic; a plan is compiled when it comes again.
+  for (let i = 0; i < 4; i++) disposeAll(await startCopy(batches[0](), "cuda:0").get());
+  const before = packedWalkCounts();
+  for (const make of batches) {
+    const data = make();
+    const packed = await copied(data);
+    assert.deepEqual(packed.values, await plainCopy(data));
+  }
+  const after = packedWalkCounts();
+  return {
+    packed: after.packed - before.packed,
+    handedOver: after.handedOver - before.handedOver,
+  };
+}
+
+const float = (n: number, seed: number) => randomArray(Float32Array, n, seed);
+
+Deno.test({
+  name: "packed walks copy the reference batch as the plain path does, bit for bit",
+  ignore: !hasGpu,
+  async fn() {
+    const counts = await compareWithPlain(
+      Array.from({ length: 8 }, (_, seed) => () => createBatchMetaData(16, seed)),
+    );
+    assert.equal(counts.packed, 8);
+    assert.equal(counts.handedOver, 0);
+  },
+});
+
+Deno.test({
+  name: "packed walks follow leaves that change class, dtype, size and offset between calls",
+  ignore: !hasGpu,
+  async fn() {
+    // One structure; each call puts other leaves at its places: every
+    // array class, empty leaves, views at odd offsets of larger buffers,
+    // tensors whose dtype differs from their array's class.
+    const classes = [Float64Array, Int8Array, Uint16Array, BigInt64Array, Uint8Array, Int32Array];
+    const make = (call: number) => () => {
+      const cls = classes[call % classes.length];
+      const wide = randomArray(Uint8Array, 64 + call, call);
+      return {
+        a: randomArray(cls as never, call % 3 === 0 ? 0 : 5 + call, call) as TypedArray,
+        b: [float(call, 10 + call), new Uint8Array(wide.buffer, 3 + (call % 5), 7)],
+        "odd key \u2028": Tensor.from(randomArray(Uint16Array, 6, call), [2, 3], "bfloat16"),
+        c: Tensor.from(randomArray(Uint8Array, 4, call).map((x) => x & 1), [4], "bool"),
+        d: { nested: [float(1, call), float(2 * call + 1, call)] },
+      };
+    };
+    const counts = await compareWithPlain(Array.from({ length: 12 }, (_, call) => make(call)));
+    assert.equal(counts.packed, 12);
+  },
+});
+
+Deno.test({
+  name:
+    "a packed walk hands over to the route at a leaf it cannot take, and the copy is the plain path's",
+  ignore: !hasGpu,
+  async fn() {
+    const onDevice = await startCopy(float(9, 1), "cuda:0").get();
+    const pinned = await startCopy(onDevice, "cpu").get();
+    using arena = hostArena(4096);
+    const inArena = arena.float32(5);
+    inArena.set([1, 2, 3, 4, 5]);
+    // The same structure each time: its third leaf is, in turn, one the
+    // packed walk takes, a device tensor, a pinned tensor, a leaf in a host
+    // arena, a Map (left to the generic walk), and one too large to pack.
+    const thirds: (() => unknown)[] = [
+      () => float(3, 7),
+      () => onDevice,
+      () => pinned,
+      () => inArena,
+      () => new Map([["m", float(4, 8)]]),
+      () => float(300_000, 9),
+    ];
+    // (Each case forgets the hand-overs before it: two in a row pause packing.)
+    const counts = await compareWithPlain(thirds.map((third, i) => () => {
+      resetPackedWalks();
+      return { x: float(4, i), y: [float(6, i)], z: third(), w: float(2, i) };
+    }));
+    assert.equal(counts.packed, 1);
+    assert.equal(counts.handedOver, 5);
+    disposeAll([onDevice, pinned]);
+  },
+});
+
+Deno.test({
+  name:
+    "a packed walk whose payload outgrows its block hands over, and the next one takes a larger block",
+  ignore: !hasGpu,
+  async fn() {
+    const sized = (n: number) => () => Array.from({ length: 16 }, (_, i) => float(n, n + i));
+    // 16 × 64 floats, then 16 × 2048 (128 KB: past the block the first took).
+    const counts = await compareWithPlain([sized(64), sized(2048), sized(2048), sized(2048)]);
+    assert.equal(counts.handedOver, 1);
+    assert.equal(counts.packed, 3);
+  },
+});
+
+Deno.test({
+  name:
+    "a packed walk that meets a disposed tensor or a detached buffer throws and keeps no pinned memory",
+  ignore: !hasGpu,
+  async fn() {
+    const make = (last: unknown) => ({ a: float(100, 1), b: [float(7, 2), float(9, 3)], c: last });
+    resetCompiledWalks();
+    resetPackedWalks();
+    for (let i = 0; i < 4; i++) disposeAll(await startCopy(make(float(3, i)), "cuda:0").get());
+    const inUse = memoryStats().pinned.inUseBytes;
+    const disposed = Tensor.from(float(3, 5));
+    disposed.dispose();
+    assert.throws(() => startCopy(make(disposed), "cuda:0"), /disposed/);
+    const detached = float(3, 6);
+    structuredClone(detached.buffer, { transfer: [detached.buffer] });
+    assert.throws(() => startCopy(make(detached), "cuda:0"), TypeError);
+    assert.equal(memoryStats().pinned.inUseBytes, inUse);
+    // Packing pauses after two hand-overs in a row, then the structure packs again.
+    const before = packedWalkCounts().packed;
+    for (let i = 0; i < 80 && packedWalkCounts().packed === before; i++) {
+      disposeAll(await startCopy(make(float(3, 7)), "cuda:0").get());
+    }
+    assert.equal(packedWalkCounts().packed, before + 1);
+  },
+});
