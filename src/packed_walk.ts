@@ -236,12 +236,19 @@ export class PackedWalk implements LeafTaker {
   }
 
   /**
-   * Turns the walk off (a leaf reached the route another way, e.g. through
-   * the generic walk of a part the plan does not cover): the route takes
-   * over what was taken.
+   * Turns the walk off (a leaf reached the route another way: through the
+   * generic walk of a part the plan does not cover, or of a structure with
+   * no plan): the route takes over what was taken.
    */
   stop(): void {
-    this.#off();
+    if (this.count > 0) {
+      this.#off();
+    } else {
+      // No plan offered it anything (a generic walk): nothing to hand over,
+      // and no failure of the packed path.
+      this.on = false;
+      this.#giveBack();
+    }
   }
 
   #off(): typeof NOT_TAKEN {

@@ -4,6 +4,7 @@ import type { PlanNode } from "../../src/walk/plan.ts";
 import { planSource } from "../../src/walk/plan_code.ts";
 import { compilePlan } from "../../src/walk/plan_compiler.ts";
 import { pairSink, recordingHooks } from "./_plan_hooks.ts";
+import { NOT_TAKEN } from "../../src/walk/leaf_sink.ts";
 
 const LEAF: PlanNode = { kind: "leaf" };
 const OTHER: PlanNode = { kind: "other" };
@@ -21,8 +22,15 @@ Deno.test("planSource: the same plan gives the same code (so compiled code can b
 
 Deno.test("planSource: each object node's keys are a key list K0, K1, ... in the order they are emitted", () => {
   const { source, keyLists } = planSource(object([["outer", object([["inner", LEAF]])]]));
-  // The walk checks both objects, then the disposal checks both again.
-  assert.deepEqual(keyLists, [["outer"], ["inner"], ["outer"], ["inner"]]);
+  // The walk checks both objects (`run`, then `runPacked`), then the disposal checks both again.
+  assert.deepEqual(keyLists, [
+    ["outer"],
+    ["inner"],
+    ["outer"],
+    ["inner"],
+    ["outer"],
+    ["inner"],
+  ]);
   for (let k = 0; k < keyLists.length; k++) assert.match(source, new RegExp(`K${k}\\[`));
 });
 
@@ -198,4 +206,42 @@ Deno.test("a plan's getters are read once each, the probe of its objects reading
   assert.equal(plan.dispose(root, [], () => true), true);
   assert.equal(reads, 4);
   assert.equal(plan.misses, 0);
+});
+
+Deno.test("a plan's runPacked offers each leaf to the sink's packed walk first, and gives what it declines to add", () => {
+  const plan = compilePlan(
+    object([["list", { kind: "array", element: LEAF }], ["t", LEAF], ["n", OTHER]]),
+    recordingHooks(),
+  )!;
+  const offered: unknown[] = [];
+  const sink = {
+    ...pairSink,
+    packedWalk: {
+      // Takes arrays of odd length and no tensor.
+      array: (leaf: ArrayBufferView & { length: number }) => {
+        offered.push(leaf);
+        return leaf.length % 2 === 1 ? "taken" : NOT_TAKEN;
+      },
+      tensor: (leaf: unknown) => {
+        offered.push(leaf);
+        return NOT_TAKEN;
+      },
+    },
+  };
+  const a = new Float32Array(1), b = new Int8Array(2), tensor = Tensor.from(new Float32Array(1));
+  const input = { list: [a, b], t: tensor, n: 3 };
+  assert.deepEqual(plan.runPacked(input, [], sink), {
+    list: ["taken", [b, b]],
+    t: [tensor, "tensor data"],
+    n: 3,
+  });
+  assert.deepEqual(offered, [a, b, tensor]);
+  // `run` offers nothing: the same input as the plain walk gives it.
+  offered.length = 0;
+  assert.deepEqual(plan.run(input, [], sink), {
+    list: [[a, a], [b, b]],
+    t: [tensor, "tensor data"],
+    n: 3,
+  });
+  assert.deepEqual(offered, []);
 });
