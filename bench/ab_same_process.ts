@@ -44,7 +44,7 @@ async function side(lib: Library, examples: Examples): Promise<Side> {
   // Versions before hostArena (the issue's start) have no arena case.
   const arena = "hostArena" in lib ? lib.hostArena(1 << 20) : undefined;
   const inArena = arena && examples.createBatchMetaData(16, 1, arena);
-  const hasInto = "hostArena" in lib; // `into` came after hostArena
+  const hasInto = await acceptsInto(lib);
   const intoArena = inArena && hasInto ? await lib.startCopy(inArena, "cuda:0").get() : undefined;
   const intoRef = hasInto ? await lib.startCopy(ref16, "cuda:0").get() : undefined;
   return {
@@ -62,6 +62,18 @@ async function side(lib: Library, examples: Examples): Promise<Side> {
     ],
     into: [undefined, undefined, undefined, undefined, undefined, intoRef, intoArena],
   };
+}
+
+/** Whether `lib` has the `into` option (it came after `hostArena`: older versions refuse it). */
+async function acceptsInto(lib: Library): Promise<boolean> {
+  try {
+    const options = { into: undefined } as never;
+    lib.disposeAll(await lib.startCopy([new Float32Array(1)], "cpu", options).get());
+    return true;
+  } catch (error) {
+    if (error instanceof TypeError) return false;
+    throw error;
+  }
 }
 
 const CASES = [
