@@ -16,15 +16,29 @@
  * walked them itself ({@linkcode PackedWalk.handOver}), and the block goes
  * back. The outcome (offsets, outputs, bytes sent) is the general path's.
  *
+ * A walk whose first leaf is a tensor in a host arena takes the tensors of
+ * that arena instead ({@linkcode ArenaRun}): nothing is copied; each leaf
+ * goes into the route's arena columns (`fromArena`, `arenaOffsets`) and its
+ * output is created bound at its offset in the arena, as the route's own
+ * path (`Route.#moveFromArena`) records and binds it, without the route's
+ * per-leaf dispatch. The transfer sends them as any arena leaves
+ * (transfer/from_arena.ts: sorted, in runs, one DMA a run).
+ *
  * @module
  */
 
-import { arenaOf } from "./arena_index.ts";
+import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { ARRAY_CLASSES, CODE_DTYPE, CODE_SHIFT } from "./array_code.ts";
-import { isDetached, isOutOfBounds, type TypedArray, viewByteLength } from "./dtype.ts";
+import {
+  isDetached,
+  isOutOfBounds,
+  type TypedArray,
+  viewByteLength,
+  viewByteOffset,
+} from "./dtype.ts";
 import type { Block } from "./memory/block_pool_types.ts";
 import type { Storage } from "./memory/storage.ts";
-import { type Tensor, tensorInternals } from "./tensor.ts";
+import { REJECTED_LEAF, type Tensor, tensorInternals } from "./tensor.ts";
 import { vectorShape } from "./vector_shape.ts";
 import { type LeafTaker, NOT_TAKEN } from "./walk/leaf_sink.ts";
 
@@ -44,6 +58,10 @@ export interface PackedLeaves {
   readonly leaves: unknown[];
   /** Their outputs, bound to `storage` at their offsets. */
   readonly outputs: Tensor[];
+  /** Indices of arena leaves (see `Route.fromArena`). */
+  readonly fromArena: { push(index: number): void };
+  /** Their offsets in their arena (see `Route.arenaOffsets`). */
+  readonly arenaOffsets: { push(offset: number): void };
 }
 
 /** A chunk packed by a walk: its pinned block, and the pending storage of its outputs. */
@@ -58,6 +76,14 @@ export interface PackedChunk {
   readonly count: number;
 }
 
+/** The tensors of one host arena a walk took (recorded in the route's arena columns). */
+export interface ArenaRun {
+  /** The arena every leaf lies in. */
+  readonly arena: ArenaMemory;
+  /** The pending storage their outputs are bound to, each at its offset in the arena. */
+  readonly storage: Storage;
+}
+
 // Copies since the last one whose walk packed every leaf; past a few, walks
 // skip packing for a while (a structure that always holds a leaf it cannot
 // take would otherwise pay for the hand-over on every copy).
@@ -69,14 +95,14 @@ const SKIP_COPIES = 64;
 /** The payload of the last walk that packed (the next block is sized from it). */
 let lastPayload = 0;
 /** Counters for tests and diagnostics. */
-const counts = { packed: 0, handedOver: 0 };
+const counts = { packed: 0, handedOver: 0, arenaRuns: 0 };
 
 /**
  * How many walks packed every leaf, and how many handed over to the route,
  * since the process started (for tests: the differential test checks the
  * packed path ran).
  */
-export function packedWalkCounts(): { packed: number; handedOver: number } {
+export function packedWalkCounts(): { packed: number; handedOver: number; arenaRuns: number } {
   return { ...counts };
 }
 
@@ -110,6 +136,10 @@ export class PackedWalk implements LeafTaker {
   #pending: Storage | undefined;
   #block: Block | undefined;
   readonly #views: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
+  readonly #fromArena: PackedLeaves["fromArena"];
+  readonly #arenaOffsets: PackedLeaves["arenaOffsets"];
+  // Arena mode: the arena of the leaves taken.
+  #arena: ArenaMemory | undefined;
 
   /**
    * A walk to device `target` placing leaves at multiples of `align` (a
@@ -130,6 +160,8 @@ export class PackedWalk implements LeafTaker {
     this.#align = align;
     this.#limit = limit;
     this.#capacity = capacity;
+    this.#fromArena = columns.fromArena;
+    this.#arenaOffsets = columns.arenaOffsets;
     this.#stages = stages;
     this.#leaves = columns.leaves;
     this.#outputs = columns.outputs;
@@ -149,7 +181,7 @@ export class PackedWalk implements LeafTaker {
 
   /** A TypedArray leaf of class `code`. */
   array(leaf: TypedArray, code: number): Tensor | typeof NOT_TAKEN {
-    if (!this.on || arenaOf(leaf) !== undefined) return this.#off();
+    if (!this.on || this.#arena !== undefined || arenaOf(leaf) !== undefined) return this.#off();
     const bytes = viewByteLength(leaf);
     if (bytes === 0 && (isDetached(leaf) || isOutOfBounds(leaf))) return this.#off();
     const offset = this.#place(bytes);
@@ -171,7 +203,8 @@ export class PackedWalk implements LeafTaker {
   tensor(leaf: Tensor): Tensor | typeof NOT_TAKEN {
     if (!this.on) return NOT_TAKEN;
     const data = tensorInternals.packedData(leaf);
-    if (data === undefined) return this.#off();
+    if (data === undefined) return this.#takeFromArena(leaf);
+    if (this.#arena !== undefined) return this.#off();
     const bytes = viewByteLength(data);
     const offset = this.#place(bytes);
     if (offset < 0) return this.#off();
@@ -186,19 +219,55 @@ export class PackedWalk implements LeafTaker {
     return output;
   }
 
+  /** The arena of the leaves taken, in arena mode (see {@linkcode ArenaRun}). */
+  get arena(): ArenaMemory | undefined {
+    return this.#arena;
+  }
+
+  // A tensor leaf with no host data of its own: taken if it lies in the
+  // walk's arena (the first leaf's), recorded as the route records it.
+  #takeFromArena(leaf: Tensor): Tensor | typeof NOT_TAKEN {
+    const arena = tensorInternals.arena(leaf);
+    // (A walk that packed leaves has no arena: it turns off here too.)
+    if (arena === undefined || (this.count > 0 && arena !== this.#arena)) return this.#off();
+    const data = tensorInternals.walkData(leaf);
+    if (data === undefined || data === REJECTED_LEAF) return this.#off();
+    this.#arena = arena;
+    const offset = viewByteOffset(data);
+    const output = tensorInternals.packedOutput(
+      leaf,
+      this.#target,
+      this.#pending ??= this.#storage(),
+      offset,
+    );
+    const index = this.count++;
+    this.#leaves[index] = leaf;
+    this.#outputs[index] = output;
+    this.#fromArena.push(index);
+    this.#arenaOffsets.push(offset);
+    this.bytes += viewByteLength(data);
+    return output;
+  }
+
   /**
    * The walk is over: the block with the packed payload (and its pending
-   * storage) when every leaf was taken, else undefined (nothing was, or
-   * the route took over). Records how the walk went for the next one.
+   * storage), or the arena run, when every leaf was taken; else undefined
+   * (nothing was, or the route took over). Records how the walk went for
+   * the next one.
    */
-  finish(): PackedChunk | undefined {
+  finish(): PackedChunk | ArenaRun | undefined {
     if (!this.on || this.count === 0) {
       this.#giveBack();
       return undefined;
     }
     failures = 0;
-    lastPayload = this.end;
     counts.packed++;
+    const arena = this.#arena;
+    if (arena !== undefined) {
+      counts.arenaRuns++;
+      return { arena, storage: this.#pending! };
+    }
+    lastPayload = this.end;
     const block = this.#block!;
     this.#block = undefined;
     return { block, storage: this.#pending!, bytes: this.end, count: this.count };
@@ -212,7 +281,7 @@ export class PackedWalk implements LeafTaker {
   handOver(): Storage | undefined {
     this.on = false;
     this.#giveBack();
-    if (this.end > lastPayload) lastPayload = this.end;
+    if (this.#arena === undefined && this.end > lastPayload) lastPayload = this.end;
     counts.handedOver++;
     if (++failures >= FAILURES_BEFORE_SKIP) skipUntil = copies + SKIP_COPIES;
     return this.#pending;

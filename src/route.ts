@@ -191,6 +191,7 @@ export class Route implements LeafSink {
    */
   #takeOverPacked(): void {
     const packed = this.packedWalk!;
+    if (packed.arena !== undefined) return this.#takeOverArena(packed.arena, packed.handOver()!);
     const count = packed.count;
     this.chunkStorage = packed.handOver();
     this.tensors += count;
@@ -210,18 +211,43 @@ export class Route implements LeafSink {
     }
   }
 
+  /**
+   * The route takes over the arena tensors a walk took (packed_walk.ts,
+   * `ArenaRun`), or ends a walk that took them all: the walk
+   * filled the arena columns and bound the outputs as `#moveFromArena`
+   * does; the rest of its recording is done here.
+   */
+  #takeOverArena(arena: ArenaMemory, storage: Storage): void {
+    const packed = this.packedWalk!;
+    const count = packed.count;
+    this.arenaStorage = storage;
+    this.tensors += count;
+    this.bytes += packed.bytes;
+    this.movedBytes += packed.bytes;
+    this.#moving = count;
+    this.arenas.push(arena);
+    this.arenaStarts.push(0);
+    // (`hostData` stays empty for them: only packing reads it.)
+  }
+
   /** Ends the walk: the leaf and output arrays get their final length. */
   end(): void {
     const packed = this.packedWalk;
     if (packed !== undefined) {
-      if (packed.on && packed.count > 0) {
+      if (packed.on && packed.count > 0 && packed.arena === undefined) {
         this.tensors += packed.count;
         this.bytes += packed.bytes;
         this.movedBytes += packed.bytes;
         this.#moving = packed.count;
       }
-      this.packedChunk = packed.finish();
-      if (this.packedChunk === undefined && this.packer?.valid) notePayload(this.packer.end);
+      const taken = packed.finish();
+      if (taken === undefined) {
+        if (this.packer?.valid) notePayload(this.packer.end);
+      } else if ("arena" in taken) {
+        this.#takeOverArena(taken.arena, taken.storage);
+      } else {
+        this.packedChunk = taken;
+      }
     }
     const moving = this.#moving;
     if (this.leaves.length !== moving) {

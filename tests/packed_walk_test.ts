@@ -6,6 +6,7 @@
  */
 
 import assert from "node:assert/strict";
+import { deviceCount, hostArena } from "../mod.ts";
 import { arrayCodeOf } from "../src/array_code.ts";
 import type { Block } from "../src/memory/block_pool_types.ts";
 import { Storage } from "../src/memory/storage.ts";
@@ -42,7 +43,12 @@ function stages(): PackedStages & {
 }
 
 function walkOf(capacity: number, onTakeOver: () => void = () => {}) {
-  const columns = { leaves: [] as unknown[], outputs: [] as Tensor[] };
+  const columns = {
+    leaves: [] as unknown[],
+    outputs: [] as Tensor[],
+    fromArena: [] as number[],
+    arenaOffsets: [] as number[],
+  };
   const source = stages();
   const walk = new PackedWalk(
     0,
@@ -80,6 +86,7 @@ Deno.test("a packed walk places leaves where the sequential packer does, and cop
     assert.equal(columns.leaves[i], leaf);
   });
   const chunk = walk.finish()!;
+  assert.ok("block" in chunk);
   assert.equal(chunk.count, 40);
   assert.equal(chunk.bytes, packer.end);
   const staged = new Uint8Array(source.memory.get(chunk.block)!);
@@ -138,4 +145,69 @@ Deno.test("a packed walk that took nothing takes no block", () => {
   assert.equal(walk.finish(), undefined);
   walk.abandon();
   assert.equal(source.taken, 0);
+});
+
+// Without a driver a host arena is ordinary memory, and its tensors are plain CPU tensors.
+const noArenas = deviceCount() === 0;
+
+Deno.test({
+  name:
+    "a walk whose first leaf lies in a host arena records that arena's tensors as the route does, in any order",
+  ignore: noArenas,
+  fn() {
+    resetPackedWalks();
+    using arena = hostArena(64 * 1024);
+    const [a, b, c] = [arena.float32(10), arena.uint8(3), arena.float64(4)];
+    let takenOver = 0;
+    const { walk, columns, source } = walkOf(64 * 1024, () => takenOver++);
+    // Not in the arena's order: the transfer sorts them (transfer/from_arena.ts).
+    const leaves = [Tensor.from(c), Tensor.from(a), Tensor.from(b, [3], "bool")];
+    const outputs = leaves.map((leaf) => walk.tensor(leaf));
+    assert.equal(walk.arena, tensorInternals.arena(leaves[0]));
+    assert.deepEqual(columns.fromArena, [0, 1, 2]);
+    assert.deepEqual(columns.arenaOffsets, [c.byteOffset, a.byteOffset, b.byteOffset]);
+    outputs.forEach((output, i) => {
+      assert.ok(output instanceof Tensor);
+      // Bound at its offset in the arena (a pending storage's address is 0).
+      assert.equal(tensorInternals.address(output), columns.arenaOffsets[i]);
+      assert.equal(output.dtype, leaves[i].dtype);
+      assert.deepEqual(output.shape, leaves[i].shape);
+      assert.equal(columns.leaves[i], leaves[i]);
+    });
+    assert.equal(walk.bytes, a.byteLength + b.byteLength + c.byteLength);
+    const run = walk.finish();
+    assert.ok(run !== undefined && "arena" in run);
+    assert.equal(run.arena, walk.arena);
+    assert.equal(takenOver, 0);
+    assert.equal(source.taken, 0); // nothing staged
+  },
+});
+
+Deno.test({
+  name:
+    "an arena walk turns off at a leaf of another arena or of ordinary memory, and a packing walk at an arena tensor",
+  ignore: noArenas,
+  fn() {
+    using one = hostArena(4096);
+    using two = hostArena(4096);
+    const cases: [unknown, unknown][] = [
+      [Tensor.from(one.float32(2)), Tensor.from(two.float32(2))],
+      [Tensor.from(one.float32(2)), Tensor.from(new Float32Array(2))],
+      [Tensor.from(one.float32(2)), new Float32Array(2)],
+      [Tensor.from(new Float32Array(2)), Tensor.from(one.float32(2))],
+    ];
+    for (const [first, second] of cases) {
+      resetPackedWalks();
+      let takenOver = 0;
+      const { walk, columns } = walkOf(64 * 1024, () => takenOver++);
+      assert.ok(walk.tensor(first as Tensor) instanceof Tensor);
+      const taken = second instanceof Tensor
+        ? walk.tensor(second)
+        : walk.array(second as TypedArray, arrayCodeOf(second as TypedArray));
+      assert.equal(taken, NOT_TAKEN);
+      assert.equal(takenOver, 1);
+      assert.equal(walk.count, 1);
+      assert.equal(columns.fromArena.length, walk.arena === undefined ? 0 : 1);
+    }
+  },
 });

@@ -3,7 +3,9 @@
  * path (the generic walk, which packs after the walk): the same outputs,
  * bit for bit, for repeated structures whose leaves change between calls,
  * for walks the packed path hands over midway, and for failures, which
- * leave no memory behind. Each case also shows the packed path ran.
+ * leave no memory behind; and walks that take a host arena's tensors
+ * (sent from the arena as the route's runs send them). Each case also shows
+ * the packed path ran.
  */
 
 import assert from "node:assert/strict";
@@ -71,7 +73,7 @@ async function plainCopy(data: unknown): Promise<unknown> {
  */
 async function compareWithPlain(
   batches: (() => unknown)[],
-): Promise<{ packed: number; handedOver: number }> {
+): Promise<{ packed: number; handedOver: number; arenaRuns: number }> {
   resetCompiledWalks();
   resetPackedWalks();
   // The structure's first walks are generic; a plan is compiled when it comes again.
@@ -86,6 +88,7 @@ async function compareWithPlain(
   return {
     packed: after.packed - before.packed,
     handedOver: after.handedOver - before.handedOver,
+    arenaRuns: after.arenaRuns - before.arenaRuns,
   };
 }
 
@@ -195,5 +198,108 @@ Deno.test({
       disposeAll(await startCopy(make(float(3, 7)), "cuda:0").get());
     }
     assert.equal(packedWalkCounts().packed, before + 1);
+  },
+});
+
+Deno.test({
+  name:
+    "walks of batches built in a host arena take their tensors and copy as the plain path does, bit for bit",
+  ignore: !hasGpu,
+  async fn() {
+    using arena = hostArena(4 << 20);
+    // The reference batch (its producer fills the arena out of the walk's
+    // order) over 6 seeds, the arena reset between batches; then batches
+    // that start past the arena's first byte, and one with a gap wider than
+    // a run may carry (two runs: outputs bound again at the transfer).
+    const fresh = (seed: number) => () => {
+      arena.reset();
+      return createBatchMetaData(16, seed, arena);
+    };
+    const later = (seed: number, gap: number) => () => {
+      arena.reset();
+      arena.uint8(40 + seed);
+      const first = Tensor.from(arena.float32(3).fill(seed));
+      arena.uint8(gap);
+      return [first, ...createBatchMetaData(16, seed, arena).slice(1)];
+    };
+    const batches = [0, 1, 2, 3, 4, 5].map(fresh);
+    const counts = await compareWithPlain(batches);
+    assert.equal(counts.arenaRuns, 6);
+    assert.equal(counts.handedOver, 0);
+    const shifted = await compareWithPlain([later(1, 8), later(2, 8), later(3, 9000)]);
+    assert.equal(shifted.arenaRuns, 3);
+    assert.equal(shifted.handedOver, 0);
+    // Every copy settled and disposed: the arena resets.
+    arena.reset();
+  },
+});
+
+Deno.test({
+  name:
+    "an arena walk hands over to the route at a leaf of another arena, of ordinary or device memory, and the copy is the plain path's",
+  ignore: !hasGpu,
+  async fn() {
+    using one = hostArena(1 << 16);
+    using two = hostArena(1 << 16);
+    const onDevice = await startCopy(float(5, 1), "cuda:0").get();
+    const fill = (n: number, seed: number) => one.float32(n).fill(seed);
+    const thirds: (() => unknown)[] = [
+      () => Tensor.from(fill(6, 3)),
+      () => Tensor.from(two.float32(4).fill(4)),
+      () => Tensor.from(float(4, 5)),
+      () => float(4, 6),
+      () => onDevice,
+    ];
+    const counts = await compareWithPlain(thirds.map((third, i) => () => {
+      resetPackedWalks();
+      one.reset();
+      two.reset();
+      return {
+        x: Tensor.from(fill(4, i)),
+        y: [Tensor.from(fill(9, i))],
+        z: third(),
+        w: float(2, i),
+      };
+    }));
+    // The first: three arena tensors, then a leaf of ordinary memory (the
+    // last, w): that too is a hand-over.
+    assert.equal(counts.handedOver, 5);
+    assert.equal(counts.packed, 0);
+    const all = await compareWithPlain([0, 1].map((i) => () => {
+      one.reset();
+      return {
+        x: Tensor.from(fill(4, i)),
+        y: [Tensor.from(fill(9, i))],
+        z: Tensor.from(fill(3, i)),
+      };
+    }));
+    assert.equal(all.arenaRuns, 2);
+    disposeAll(onDevice);
+  },
+});
+
+Deno.test({
+  name:
+    "an arena walk that meets a disposed tensor of its arena throws and holds the arena no longer",
+  ignore: !hasGpu,
+  async fn() {
+    using arena = hostArena(1 << 16);
+    const make = (last: Tensor) => ({
+      a: Tensor.from(arena.float32(8)),
+      b: [Tensor.from(arena.int32(3))],
+      c: last,
+    });
+    resetCompiledWalks();
+    resetPackedWalks();
+    for (let i = 0; i < 4; i++) {
+      disposeAll(await startCopy(make(Tensor.from(arena.float32(2))), "cuda:0").get());
+    }
+    const before = packedWalkCounts();
+    const disposed = Tensor.from(arena.float32(2));
+    disposed.dispose();
+    assert.throws(() => startCopy(make(disposed), "cuda:0"), /disposed/);
+    assert.equal(packedWalkCounts().handedOver, before.handedOver + 1);
+    // Nothing holds the arena: it resets.
+    arena.reset();
   },
 });
