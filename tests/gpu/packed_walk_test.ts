@@ -218,9 +218,9 @@ Deno.test({
     const later = (seed: number, gap: number) => () => {
       arena.reset();
       arena.uint8(40 + seed);
-      const first = Tensor.from(arena.float32(3).fill(seed));
+      const head = Tensor.from(arena.float32(3).fill(seed));
       arena.uint8(gap);
-      return [first, ...createBatchMetaData(16, seed, arena).slice(1)];
+      return { head, batch: createBatchMetaData(16, seed, arena) };
     };
     const batches = [0, 1, 2, 3, 4, 5].map(fresh);
     const counts = await compareWithPlain(batches);
