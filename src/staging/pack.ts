@@ -159,6 +159,53 @@ export function packView(stage: Block, at: number, src: TypedArray): void {
   }
 }
 
+/**
+ * {@linkcode packView} for many leaves into one pinned block: its view of
+ * each class is looked up once (`pinnedView` is a lookup in the block's
+ * cache: per leaf it cost a copy into an earlier result of the reference
+ * batch about a third of its time), and an offset that fits 31 bits is
+ * turned into an element index with a shift.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { viewAddress } from "../../ffi/native.ts";
+ * import { arrayCodeOf } from "../array_code.ts";
+ * import { StageWriter } from "./pack.ts";
+ * const memory = new Uint8Array(16); // stands in for a pinned block: memory seen through its address
+ * const writer = new StageWriter({ address: viewAddress(memory), size: 16 });
+ * const [a, b] = [new Uint16Array([0x0201]), new Uint8Array([7])];
+ * writer.write(4, a, arrayCodeOf(a));
+ * writer.write(9, b, arrayCodeOf(b));
+ * assert.deepEqual([...memory.subarray(4, 6)], [1, 2]);
+ * assert.equal(memory[9], 7);
+ * ```
+ */
+export class StageWriter {
+  readonly #stage: Block;
+  readonly #views: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
+
+  /** A writer into pinned block `stage`. */
+  constructor(stage: Block) {
+    this.#stage = stage;
+  }
+
+  /**
+   * Copies `src`, of class code `code` (array_code.ts), into the block at
+   * byte `at` (as {@linkcode packView} does).
+   */
+  write(at: number, src: TypedArray, code: number): void {
+    // (A view of no TypedArray class, NO_CODE, goes byte by byte.)
+    const shift = CODE_SHIFT[code];
+    if (shift !== undefined && at < 2 ** 31 && (at & ((1 << shift) - 1)) === 0) {
+      const view = this.#views[code] ??= pinnedView(this.#stage, ARRAY_CLASSES[code]);
+      view.set(src as never, at >> shift);
+    } else {
+      packView(this.#stage, at, src);
+    }
+  }
+}
+
 let pageableScratch = new ArrayBuffer(0);
 const pageableViews = new Map<unknown, TypedArray>();
 

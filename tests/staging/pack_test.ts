@@ -4,7 +4,14 @@ import { Tensor } from "../../mod.ts";
 import type { Block } from "../../src/memory/block_pool_types.ts";
 import { resolveOptions } from "../../src/options.ts";
 import { Route } from "../../src/route.ts";
-import { packBySet, type PackedChunk, packView, pageableChunk } from "../../src/staging/pack.ts";
+import { arrayCodeOf, NO_CODE } from "../../src/array_code.ts";
+import {
+  packBySet,
+  type PackedChunk,
+  packView,
+  pageableChunk,
+  StageWriter,
+} from "../../src/staging/pack.ts";
 import { walk } from "../../src/walk/walk.ts";
 
 // What pack.ts decides: each member's bytes land unchanged at its offset less
@@ -156,4 +163,31 @@ Deno.test("packView puts a view in at an offset of its element size through its 
   want.set(bytesOf(new Float32Array([1.5, -0])), 19);
   want.set([9], 40);
   assert.deepEqual(stage, want);
+});
+
+Deno.test("StageWriter writes what packView writes: every class, offsets of the element size or not, views of other buffers", () => {
+  const viaWriter = new Uint8Array(4096).fill(FILL);
+  const viaPackView = new Uint8Array(4096).fill(FILL);
+  const writer = new StageWriter(block(viaWriter));
+  const sources: ArrayBufferView[] = [
+    ...leaves().filter((x) => !(x instanceof Tensor)) as ArrayBufferView[],
+    new Uint16Array([1, 2, 3]),
+  ];
+  const wide = new Uint8Array(64).map((_, i) => i * 7);
+  sources.push(new Int32Array(wide.buffer, 8, 3), new Float64Array(wide.buffer, 16, 2));
+  let at = 0;
+  for (let round = 0; round < 12; round++) {
+    for (const src of sources) {
+      const view = src as never;
+      writer.write(at, view, arrayCodeOf(view));
+      packView(block(viaPackView), at, view);
+      at += src.byteLength + (round % 5); // aligned in some rounds, not in others
+    }
+  }
+  // A class code the writer has no view for goes byte by byte.
+  const bytes = new Uint8Array([4, 5, 6]);
+  writer.write(at, bytes, NO_CODE);
+  packView(block(viaPackView), at, bytes);
+  assert.deepEqual(viaWriter, viaPackView);
+  assert.notEqual(viaWriter[0], FILL);
 });

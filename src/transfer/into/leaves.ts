@@ -56,7 +56,8 @@ function fits(record: IntoRecord, n: number, fields: LeafFields): boolean {
  * @throws {TypeError} / {Error} with the path where they differ (see {@linkcode leafThrower})
  */
 export function readData(record: IntoRecord, data: unknown, into: object): number {
-  const { columns, check, groupState, groupArena, groupDelta, groupOf, offsets, views } = record;
+  const { columns, check, groupState, groupArena, groupDelta, groupOf, offsets, views, codes } =
+    record;
   let passes = check === undefined ? -1 : check(data, into, columns);
   if (passes < 0) passes = matchShape(record.shape, data, into, columns, leafThrower(record));
   groupState.fill(UNSET);
@@ -74,13 +75,21 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
     let view: TypedArray | undefined;
     if (x instanceof Tensor) {
       view = tensorInternals.hostView(x, dtypes[n], byteLengths[n], tensors[n].shape);
-      if (view !== undefined) arena = tensorInternals.arena(x);
+      if (view !== undefined) {
+        arena = tensorInternals.arena(x);
+        // Only packing reads it (kept by the tensor once read: no lookup per copy).
+        if (arena === undefined) codes[n] = tensorInternals.code(x, view);
+      }
     } else if (
       isLeafArray(x) && viewByteLength(x) === byteLengths[n] && byteLengths[n] !== 0 &&
-      tensors[n].shape.length === 1 && CODE_DTYPE[arrayCodeOf(x)] === dtypes[n]
+      tensors[n].shape.length === 1
     ) {
-      view = x as TypedArray;
-      arena = arenaOf(view);
+      const code = arrayCodeOf(x);
+      if (CODE_DTYPE[code] === dtypes[n]) {
+        view = x as TypedArray;
+        arena = arenaOf(view);
+        codes[n] = code;
+      }
     }
     if (view === undefined) {
       // Anything else (a misfit, an empty or pinned leaf) takes the slow path.
@@ -91,6 +100,8 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
         throw new TypeError("Invalid option into: the data does not match the result");
       }
       arena = problem === FITS_OUTSIDE_ARENA ? undefined : problem as ArenaMemory | undefined;
+      // (leafProblem recorded its bytes.)
+      codes[n] = arrayCodeOf(views[n]!);
     } else {
       views[n] = view;
     }

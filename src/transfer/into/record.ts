@@ -46,8 +46,10 @@ export interface IntoRecord {
   readonly bytes: number;
   /** The copy's ledger: it holds only the pinned inputs it reads (`pinned`). */
   readonly ledger: LedgerRoute & { pinned: Storage[] };
-  // Per copy, reused: each leaf's bytes (a view) and arena; each group's state.
+  // Per copy, reused: each leaf's bytes (a view), its class code
+  // (array_code.ts) and arena; each group's state.
   readonly views: (TypedArray | undefined)[];
+  readonly codes: Uint8Array;
   readonly groupArena: (ArenaMemory | undefined)[];
   readonly groupDelta: Float64Array;
   readonly groupState: Uint8Array;
@@ -136,6 +138,7 @@ export function buildRecord(result: object, device: number): IntoRecord {
     bytes,
     ledger: intoLedger(n, bytes, device),
     views: new Array(n).fill(undefined),
+    codes: new Uint8Array(n),
     groupArena: new Array(groups.length).fill(undefined),
     groupDelta: new Float64Array(groups.length),
     groupState: new Uint8Array(groups.length),

@@ -19,7 +19,7 @@ import type { ResolvedOptions } from "../../options.ts";
 import type { ResultEntry } from "../../reuse/results.ts";
 import { BACKGROUND_MIN_BYTES } from "../../staging/background.ts";
 import { viewByteLength } from "../../dtype.ts";
-import { inputChanged, packView } from "../../staging/pack.ts";
+import { inputChanged, StageWriter } from "../../staging/pack.ts";
 import { DIRECT, type IntoRecord } from "./record.ts";
 import { Submission } from "../submission.ts";
 
@@ -171,6 +171,7 @@ function prepare(
       continue;
     }
     const stage = submission.takeStaging(span);
+    const writer = new StageWriter(stage);
     for (let k = 0; k < leaves.length; k++) {
       const n = leaves[k];
       const view = views[n]!;
@@ -178,7 +179,7 @@ function prepare(
         throw inputChanged(byteLengths[n], viewByteLength(view));
       }
       if (byteLengths[n] === 0) continue;
-      packView(stage, offsets[n] - lo, view);
+      writer.write(offsets[n] - lo, view, record.codes[n]);
     }
     transfers.push(dst, stage.address, span);
     stats.copies++;
