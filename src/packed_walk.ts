@@ -50,6 +50,8 @@ export interface PackedStages {
   release(block: Block): void;
   /** Views `block` as TypedArray class `cls` (whole block). */
   view(block: Block, cls: (typeof ARRAY_CLASSES)[number]): TypedArray;
+  /** A pending storage of the pinned pool (the outputs of a mirror walk: mirror_walk.ts). */
+  pinnedPending(): Storage;
 }
 
 /** The leaves a packed walk took, for the route to take over or to send. */

@@ -25,6 +25,7 @@ import { type DType, type TypedArray, viewByteLength, viewByteOffset } from "./d
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { MAX_PACKED_TENSOR_BYTES, SequentialPacker } from "./pack_plan.ts";
+import { type MirrorRun, MirrorWalk } from "./mirror_walk.ts";
 import { notePayload, type PackedChunk, type PackedStages, PackedWalk } from "./packed_walk.ts";
 import type { Storage } from "./memory/storage.ts";
 import { type LeafFields, leafFields, readLeaf } from "./leaf_fields.ts";
@@ -133,13 +134,18 @@ export class Route implements LeafSink {
    * Packing during a compiled walk (see packed_walk.ts), where the copy
    * can: every leaf it takes is packed and bound when the walk is done.
    */
-  readonly packedWalk: PackedWalk | undefined;
+  readonly packedWalk: PackedWalk | MirrorWalk | undefined;
   /**
    * The pinned block holding every CPU→CUDA leaf, packed by the walk (see
    * {@linkcode Route.packedWalk}), with the pending storage of their
    * outputs; the transfer sends it with one DMA. Undefined otherwise.
    */
   packedChunk: PackedChunk | undefined;
+  /**
+   * The run of CUDA→CPU leaves a compiled walk took (see mirror_walk.ts);
+   * the transfer sends it with one DMA. Undefined otherwise.
+   */
+  mirrorRun: MirrorRun | undefined;
 
   /**
    * A route to device index `target` (-1: the CPU). `pendingStorage`
@@ -181,7 +187,43 @@ export class Route implements LeafSink {
           () => this.#takeOverPacked(),
         );
       }
+    } else if (
+      target === CPU && stages !== undefined && options.packCpuTensors &&
+      options.usePinnedStaging && MirrorWalk.active()
+    ) {
+      this.packedWalk = new MirrorWalk(
+        {
+          leafLimit: Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes),
+          chunkLimit: options.maxPackedChunkBytes,
+        },
+        this,
+        stages.pinnedPending,
+        () => this.#takeOverMirror(),
+      );
     }
+  }
+
+  /**
+   * The mirror walk turned off, or took a lone leaf: the leaves it took
+   * are recorded as `add` and `#move` record a CUDA→CPU leaf (the transfer
+   * binds their outputs again), as though the route had walked them.
+   */
+  #takeOverMirror(): void {
+    const walk = this.packedWalk as MirrorWalk;
+    walk.handOver();
+    this.#endMirror(walk);
+    for (let index = 0; index < walk.count; index++) this.d2h.push(index);
+  }
+
+  // What a mirror walk's leaves add to the route's counts, taken over or not.
+  #endMirror(walk: MirrorWalk): void {
+    const count = walk.count;
+    this.tensors += count;
+    this.bytes += walk.bytes;
+    this.movedBytes += walk.bytes;
+    this.#moving = count;
+    this.#inputStorages.push(this.#lastInputStorage = walk.input!);
+    this.#d2hSource = walk.source;
   }
 
   /**
@@ -190,7 +232,7 @@ export class Route implements LeafSink {
    * same offsets, as though the route had walked them itself.
    */
   #takeOverPacked(): void {
-    const packed = this.packedWalk!;
+    const packed = this.packedWalk as PackedWalk;
     if (packed.arena !== undefined) return this.#takeOverArena(packed.arena, packed.handOver()!);
     const count = packed.count;
     this.chunkStorage = packed.handOver();
@@ -218,7 +260,7 @@ export class Route implements LeafSink {
    * does; the rest of its recording is done here.
    */
   #takeOverArena(arena: ArenaMemory, storage: Storage): void {
-    const packed = this.packedWalk!;
+    const packed = this.packedWalk as PackedWalk;
     const count = packed.count;
     this.arenaStorage = storage;
     this.tensors += count;
@@ -233,7 +275,14 @@ export class Route implements LeafSink {
   /** Ends the walk: the leaf and output arrays get their final length. */
   end(): void {
     const packed = this.packedWalk;
-    if (packed !== undefined) {
+    if (packed instanceof MirrorWalk) {
+      // (A lone leaf is handed over here.)
+      const run = packed.finish();
+      if (run !== undefined) {
+        this.mirrorRun = run;
+        this.#endMirror(packed);
+      }
+    } else if (packed !== undefined) {
       if (packed.on && packed.count > 0 && packed.arena === undefined) {
         this.tensors += packed.count;
         this.bytes += packed.bytes;
@@ -282,7 +331,7 @@ export class Route implements LeafSink {
     if (packed === undefined) return;
     const chunk = this.packedChunk;
     this.packedChunk = undefined;
-    if (chunk !== undefined) packed.release(chunk.block);
+    if (chunk !== undefined) (packed as PackedWalk).release(chunk.block);
     else packed.abandon();
   }
 

@@ -42,6 +42,7 @@ import { memoryLimits, memoryLimitsError, onLimitsChanged } from "../memory/limi
 import { pinnedPool, pinnedView } from "../memory/pinned_memory.ts";
 import type { PackedStages } from "../packed_walk.ts";
 import { onMemoryReleased } from "../memory/released.ts";
+import { Storage } from "../memory/storage.ts";
 import type { Route } from "../route.ts";
 import { type AdmissionDeps, AdmissionQueue } from "./admission_queue.ts";
 
@@ -100,4 +101,5 @@ export const PACKED_STAGES: PackedStages = {
   },
   release: (block) => pinnedPool.release(block),
   view: pinnedView,
+  pinnedPending: () => Storage.pending(pinnedPool),
 };

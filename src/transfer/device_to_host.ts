@@ -15,6 +15,26 @@ import { gatherChunks, placeChunks } from "./chunks.ts";
 import { findRuns, sendRuns } from "./mirror_runs.ts";
 import type { Submission } from "./submission.ts";
 
+/**
+ * Sends the run a compiled walk took (route.ts, `mirrorRun`): its outputs
+ * get a pinned block, laid out as the device range from `lead` on, and
+ * the range goes with one DMA; then the device's completion event. The
+ * outputs' block is held until the copy settles (as `sendRuns` holds it).
+ */
+export function sendMirrorRun(route: Route, submission: Submission): void {
+  const { source, start, bytes, lead, storage, count } = route.mirrorRun!;
+  route.mirrorRun = undefined;
+  submission.involve(source);
+  const block = pinnedPool.acquire(lead + bytes);
+  storage.attach(block, count);
+  submission.holdOutput(storage);
+  copyAsync({ device: source, dst: block.address + lead, src: start, bytes });
+  submission.stats.copies++;
+  submission.stats.chunks++;
+  submission.stats.packedTensors += count;
+  submission.recordCompletion(source);
+}
+
 /** Queues the CUDA→CPU leaves `list` of device `source`, then its completion event. */
 export function deviceToHost(
   route: Route,

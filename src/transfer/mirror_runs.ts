@@ -35,15 +35,12 @@ import type { ResolvedOptions } from "../options.ts";
 import { MAX_PACKED_TENSOR_BYTES } from "../pack_plan.ts";
 import type { Route } from "../route.ts";
 import { CHUNK_BASE_ALIGNMENT } from "./chunks.ts";
+import { MAX_DEVICE_RUN_GAP } from "../mirror_walk.ts";
 import type { Submission } from "./submission.ts";
 
-/**
- * The widest gap between neighbours of a run on a device: a packed chunk's
- * padding is under 16 bytes by default. (Runs from a host arena carry up
- * to `MAX_RUN_GAP` of from_arena.ts, 4 KiB, where a producer interleaves
- * other data.)
- */
-export const MAX_DEVICE_RUN_GAP = 256;
+// The widest gap between neighbours of a run on a device (defined beside
+// the compiled walk that applies the same rules: mirror_walk.ts).
+export { MAX_DEVICE_RUN_GAP } from "../mirror_walk.ts";
 
 /** The runs among a list of leaves: each run's range, and each position's run and address. */
 export interface MirrorRuns {

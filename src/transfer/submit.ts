@@ -10,7 +10,7 @@ import type { Route } from "../route.ts";
 import { admission } from "./admission.ts";
 import { deviceToDevice } from "./device_to_device.ts";
 import { arenaToDevice } from "./from_arena.ts";
-import { deviceToHost } from "./device_to_host.ts";
+import { deviceToHost, sendMirrorRun } from "./device_to_host.ts";
 import { hostToDevice } from "./host_to_device.ts";
 import { type InputHolds, Submission } from "./submission.ts";
 
@@ -36,6 +36,7 @@ function submitNow(route: Route, stats?: CopyStats, held?: InputHolds): CopyJob<
     for (const [source, list] of route.peerBySource()) {
       deviceToDevice(route, submission, source, list);
     }
+    if (route.mirrorRun !== undefined) sendMirrorRun(route, submission);
     for (const [source, list] of route.d2hBySource()) {
       deviceToHost(route, submission, source, list);
     }
