@@ -25,13 +25,16 @@ export interface CopyTrace {
 export function traceCopy(route: Route, started: number): CopyTrace {
   const target = deviceName(route.target);
   const directions: string[] = [];
-  if (route.h2d.length > 0) directions.push(`cpu→${target}`);
+  // (What a compiled walk packed or took from an arena is in no CPU→CUDA list.)
+  const fromCpu = route.h2d.length > 0 || route.fromArena.length > 0 ||
+    route.packedChunk !== undefined;
+  if (fromCpu) directions.push(`cpu→${target}`);
   for (const source of route.peerBySource().keys()) {
     directions.push(`${deviceName(source)}→${target}`);
   }
-  for (const source of route.d2hBySource().keys()) {
-    directions.push(`${deviceName(source)}→cpu`);
-  }
+  const back = new Set(route.d2hBySource().keys());
+  if (route.mirrorRun !== undefined) back.add(route.mirrorRun.source);
+  for (const source of back) directions.push(`${deviceName(source)}→cpu`);
   const { usePinnedStaging, useBackgroundThread } = route.options;
   return {
     directions: directions.join(", ") || `nothing to move (to ${target})`,

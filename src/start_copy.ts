@@ -105,6 +105,8 @@ export function startCopy<T>(
     // Before anything is queued: the copy streams it will use wait on the GPU
     // (once what it names is queued: gpu/work.ts, "Work not queued yet").
     const devices = new Set([...route.d2hBySource().keys(), ...route.peerBySource().keys()]);
+    // (A run a compiled walk took back from a device is in no list.)
+    if (route.mirrorRun !== undefined) devices.add(route.mirrorRun.source);
     if (target !== CPU) devices.add(target);
     try {
       ordered = orderCopyAfter(after, devices);
