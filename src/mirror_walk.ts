@@ -11,8 +11,9 @@
  * device range (the block comes at the transfer: a pending storage until
  * then). The first leaf that would not join the run (on another device or
  * in another block, out of order, more than {@linkcode MAX_DEVICE_RUN_GAP}
- * bytes after the last, larger than a packed leaf, empty, taking the range
- * past `maxPackedChunkBytes`, a CPU leaf, a disposed tensor) turns it off,
+ * bytes after the last, larger than a packed leaf, taking the range past
+ * `maxPackedChunkBytes`, empty before any other, a CPU leaf, a disposed
+ * tensor) turns it off,
  * and the route takes over the leaves taken so far as though it had walked
  * them itself; so does a walk that took only one (a run has two members at
  * least). The outcome (outputs, their places, bytes sent) is the general
@@ -153,10 +154,11 @@ export class MirrorWalk implements LeafTaker {
   tensor(leaf: Tensor): Tensor | typeof NOT_TAKEN {
     if (!this.on) return NOT_TAKEN;
     const source = tensorInternals.device(leaf);
+    const bytes = leaf.byteLength;
+    if (bytes === 0) return this.#takeEmpty(leaf, source);
     // A CPU tensor, or a disposed one (no storage left).
     const input = source === CPU ? undefined : tensorInternals.storage(leaf);
-    const bytes = leaf.byteLength;
-    if (input === undefined || bytes === 0 || bytes > this.#limits.leafLimit) return this.#off();
+    if (input === undefined || bytes > this.#limits.leafLimit) return this.#off();
     const address = tensorInternals.address(leaf);
     if (this.count === 0) {
       this.#source = source;
@@ -176,12 +178,26 @@ export class MirrorWalk implements LeafTaker {
       this.#pending ??= this.#pendingStorage(),
       this.#lead + address - this.#start,
     );
-    const index = this.count++;
-    this.#leaves[index] = leaf;
-    this.#outputs[index] = output;
+    this.#take(leaf, output);
     this.bytes += bytes;
     this.#end = address + bytes;
     return output;
+  }
+
+  // An empty leaf joins the open run wherever it lies (as the run finder
+  // has it), its output bound at the block's first byte (it views no
+  // byte); one before any other, or of another device, turns the walk off.
+  #takeEmpty(leaf: Tensor, source: number): Tensor | typeof NOT_TAKEN {
+    if (this.count === 0 || source !== this.#source || leaf.disposed) return this.#off();
+    const output = tensorInternals.packedOutput(leaf, CPU, this.#pending!, 0);
+    this.#take(leaf, output);
+    return output;
+  }
+
+  #take(leaf: Tensor, output: Tensor): void {
+    const index = this.count++;
+    this.#leaves[index] = leaf;
+    this.#outputs[index] = output;
   }
 
   /**

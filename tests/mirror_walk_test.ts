@@ -31,9 +31,9 @@ function deviceBlock(address: number): Storage {
   return new Storage(pool, { address, size: 1 << 24 } as Block, 1 << 20);
 }
 
-/** A cuda:0 tensor of `bytes` at `offset` in `storage`. */
-function onDevice(storage: Storage, offset: number, bytes: number): Tensor {
-  return tensorInternals.createBound("uint8", [bytes], 0, bytes, storage, offset);
+/** A tensor of `bytes` on `device` (cuda:0 by default) at `offset` in `storage`. */
+function onDevice(storage: Storage, offset: number, bytes: number, device = 0): Tensor {
+  return tensorInternals.createBound("uint8", [bytes], device, bytes, storage, offset);
 }
 
 function walkOf(onTakeOver: () => void = () => {}) {
@@ -47,9 +47,10 @@ Deno.test("a mirror walk takes a result's tensors in order in one block, each ou
   // The block's address is not a multiple of 256: the run keeps each
   // output's alignment through `lead`.
   const block = deviceBlock(0x7f0000100 + 48);
-  const leaves = [[0, 12], [16, 16], [32, 4], [48, 100], [160, 8]].map(([offset, bytes]) =>
-    onDevice(block, offset, bytes)
-  );
+  // An empty leaf joins wherever it lies (bound at the block's first byte).
+  const leaves = [[0, 12], [16, 16], [32, 4], [4096, 0], [48, 100], [160, 8]].map((
+    [offset, bytes],
+  ) => onDevice(block, offset, bytes));
   const { walk, columns } = walkOf();
   const outputs = leaves.map((leaf) => walk.tensor(leaf));
   const run = walk.finish()!;
@@ -57,7 +58,7 @@ Deno.test("a mirror walk takes a result's tensors in order in one block, each ou
   assert.equal(run.start, start);
   assert.equal(run.bytes, 168);
   assert.equal(run.lead, start % MIRROR_BASE_ALIGNMENT);
-  assert.equal(run.count, 5);
+  assert.equal(run.count, 6);
   assert.equal(run.source, 0);
   assert.equal(run.input, block);
   outputs.forEach((output, i) => {
@@ -65,7 +66,9 @@ Deno.test("a mirror walk takes a result's tensors in order in one block, each ou
     assert.equal(output.device, "cpu");
     assert.equal(output.byteLength, leaves[i].byteLength);
     // A pending storage's address is 0: the output's address is its offset in the block.
-    const at = tensorInternals.address(leaves[i]) - start + run.lead;
+    const at = leaves[i].byteLength === 0
+      ? 0
+      : tensorInternals.address(leaves[i]) - start + run.lead;
     assert.equal(tensorInternals.address(output), at);
     assert.equal(columns.leaves[i], leaves[i]);
     assert.equal(columns.outputs[i], output);
@@ -103,8 +106,7 @@ Deno.test("a mirror walk takes exactly what the run finder puts in one run of ev
       sourceStorage: (i) => tensorInternals.storage(leaves[i]),
       inputStorages: () => blocks,
     }, leaves.map((_, i) => i));
-    const oneRun = runs !== undefined && runs.ranges.length === 1 &&
-      runs.ranges[0].count === n && leaves.every((leaf) => leaf.byteLength > 0);
+    const oneRun = runs !== undefined && runs.ranges.length === 1 && runs.ranges[0].count === n;
     assert.equal(run !== undefined, oneRun, `trial ${trial}`);
     if (run === undefined) continue;
     taken++;
@@ -113,9 +115,10 @@ Deno.test("a mirror walk takes exactly what the run finder puts in one run of ev
       runs!.ranges[0],
     );
     outputs.forEach((output, i) => {
+      const address = runs!.addressOf[i];
       assert.equal(
         tensorInternals.address(output as Tensor),
-        runs!.addressOf[i] - run.start + run.lead,
+        address < 0 ? 0 : address - run.start + run.lead,
       );
     });
   }
@@ -134,7 +137,7 @@ Deno.test("a mirror walk turns off at a leaf that would not join its run, and th
     ["past the gap", onDevice(block, 32 + MAX_DEVICE_RUN_GAP + 1, 4)],
     ["too large", onDevice(block, 64, 300_000)],
     ["past the chunk limit", onDevice(block, (1 << 20) - 8, 16)],
-    ["empty", onDevice(block, 64, 0)],
+    ["empty, on another device", onDevice(block, 64, 0, 1)],
     ["a CPU tensor", Tensor.from(new Float32Array(2))],
     ["a TypedArray", new Float32Array(2)],
     ["a disposed tensor", disposed],
@@ -156,7 +159,7 @@ Deno.test("a mirror walk turns off at a leaf that would not join its run, and th
   }
 });
 
-Deno.test("a mirror walk of one leaf hands it over at its end; one of none takes nothing", () => {
+Deno.test("a mirror walk of one leaf hands it over at its end; one of none takes nothing; an empty first leaf turns it off", () => {
   resetMirrorWalks();
   let takenOver = 0;
   const { walk } = walkOf(() => takenOver++);
@@ -166,6 +169,10 @@ Deno.test("a mirror walk of one leaf hands it over at its end; one of none takes
   const none = walkOf(() => takenOver++);
   assert.equal(none.walk.finish(), undefined);
   assert.equal(takenOver, 1);
+  const empty = walkOf(() => takenOver++);
+  assert.equal(empty.walk.tensor(onDevice(deviceBlock(1 << 20), 0, 0)), NOT_TAKEN);
+  assert.equal(empty.walk.on, false);
+  assert.equal(takenOver, 1); // nothing to take over
 });
 
 Deno.test("mirror walks pause after two hand-overs in a row, and the base alignment is the chunks'", () => {
