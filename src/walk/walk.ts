@@ -50,9 +50,7 @@ export function walk(root: unknown, sink: LeafSink): unknown {
     if (plan) {
       plan.misses = 0;
       try {
-        output = sink.packedWalk === undefined
-          ? plan.run(root, [], sink)
-          : plan.runPacked(root, [], sink);
+        output = (sink.packedWalk === undefined ? plan.run : plan.runPacked)(root, [], sink);
       } catch (error) {
         // A plan keeps no path: the generic walk, validating only, finds the
         // same error again and names where it is.
