@@ -15,6 +15,7 @@ import {
   hostArena,
   loadModule,
   memoryStats,
+  setMemoryLimits,
   startCopy,
   Tensor,
   type TypedArray,
@@ -224,5 +225,41 @@ Deno.test({
     assert.deepEqual([...x.toTypedArray()], [...values].map((v) => v * 2 + 1));
     disposeAll([result, await back.get()]);
     module.dispose();
+  },
+});
+
+Deno.test({
+  name:
+    "a walked copy back waits under the pinned limit holding its input, which may be disposed meanwhile, and lands bit-exact",
+  ignore: !hasGpu,
+  async fn() {
+    const MiB = 1 << 20;
+    // 64 tensors of 64 KB in one device chunk: one run of 4 MiB.
+    const sources = Array.from({ length: 64 }, (_, i) => randomArray(Uint8Array, 64 << 10, i));
+    const onDevice = await startCopy(sources, "cuda:0").get();
+    resetCompiledWalks();
+    resetMirrorWalks();
+    for (let i = 0; i < 4; i++) await copiedBack(onDevice);
+    const base = memoryStats().pinned.inUseBytes;
+    const before = setMemoryLimits({});
+    try {
+      setMemoryLimits({ pinnedBytes: base + 6 * MiB, waitMs: 10_000 });
+      const taken = mirrorWalkCounts().taken;
+      const first = await startCopy(onDevice, "cpu").get();
+      const second = startCopy(onDevice, "cpu");
+      assert.equal(mirrorWalkCounts().taken, taken + 2, "both copies back were walked");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(second.ready(), false, "the second waits for pinned memory");
+      disposeAll(onDevice); // held by the waiting copy until it settles
+      disposeAll(first);
+      const back = await second.get();
+      back.forEach((tensor: Tensor, k: number) => {
+        assert.deepEqual(tensor.toTypedArray(), sources[k], `tensor ${k}`);
+      });
+      disposeAll(back);
+    } finally {
+      setMemoryLimits(before);
+    }
+    assert.equal(memoryStats().pinned.inUseBytes, base);
   },
 });
