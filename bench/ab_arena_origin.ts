@@ -15,13 +15,15 @@
  * @module
  */
 
-import { abArgs } from "./_ab_args.ts";
+import { abArgs, exitWithoutGpu } from "./_ab_args.ts";
 
 type Library = typeof import("../mod.ts");
 type Examples = typeof import("../examples/reference_batch.ts");
 
-const { oldRoot, iterations: rounds } = abArgs(4000, { needsGpu: true });
+const { oldRoot, iterations: rounds } = abArgs(4000);
+// (The old library is loaded first.)
 const old: Library = await import(new URL("mod.ts", oldRoot).href);
+exitWithoutGpu(old);
 const oldExamples: Examples = await import(new URL("examples/reference_batch.ts", oldRoot).href);
 const lib: Library = await import("../mod.ts");
 const examples: Examples = await import("../examples/reference_batch.ts");

@@ -18,7 +18,7 @@ import { abArgs } from "./_ab_args.ts";
 
 type Library = typeof import("../mod.ts");
 
-const { oldRoot, iterations } = abArgs(4000, { needsGpu: false });
+const { oldRoot, iterations } = abArgs(4000);
 const newRoot = new URL("../", import.meta.url);
 
 /** One version's copy of case `c` to the CPU; microseconds. */

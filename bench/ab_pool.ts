@@ -12,7 +12,7 @@
  * @module
  */
 
-import { abArgs } from "./_ab_args.ts";
+import { abArgs, exitWithoutGpu } from "./_ab_args.ts";
 
 type Pool = { acquire(bytes: number): unknown; release(block: never): void };
 interface Side {
@@ -23,7 +23,8 @@ interface Side {
   misses(): number;
 }
 
-const { oldRoot, iterations } = abArgs(200_000, { needsGpu: true });
+const { oldRoot, iterations } = abArgs(200_000);
+exitWithoutGpu(await import(new URL("mod.ts", oldRoot).href));
 
 async function side(root: URL): Promise<Side> {
   const { pinnedPool } = await import(new URL("src/memory/pinned_memory.ts", root).href);

@@ -24,12 +24,12 @@
  * @module
  */
 
-import { abArgs } from "./_ab_args.ts";
+import { abArgs, exitWithoutGpu } from "./_ab_args.ts";
 
 type Library = typeof import("../mod.ts");
 type Examples = typeof import("../examples/reference_batch.ts");
 
-const { oldRoot, iterations } = abArgs(2000, { needsGpu: true });
+const { oldRoot, iterations } = abArgs(2000);
 
 /** One version's library, its inputs (built with its own `Tensor`) and its results to copy back. */
 interface Side {
@@ -124,6 +124,7 @@ const loadOld = async () =>
 const loadCurrent = async () =>
   await side(await import("../mod.ts"), await import("../examples/reference_batch.ts"));
 const newFirst = Deno.env.get("MTC_AB_NEW_FIRST") === "1";
+exitWithoutGpu(await import(newFirst ? "../mod.ts" : new URL("mod.ts", oldRoot).href));
 const first = await (newFirst ? loadCurrent() : loadOld());
 const second = await (newFirst ? loadOld() : loadCurrent());
 const [old, current] = newFirst ? [second, first] : [first, second];

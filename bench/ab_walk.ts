@@ -15,7 +15,7 @@
 
 import { abArgs } from "./_ab_args.ts";
 
-const { oldRoot, iterations } = abArgs(4000, { needsGpu: false });
+const { oldRoot, iterations } = abArgs(4000);
 const newRoot = new URL("../", import.meta.url);
 
 /** One version's walk of each case into a fresh route; returns microseconds. */

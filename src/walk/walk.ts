@@ -50,7 +50,9 @@ export function walk(root: unknown, sink: LeafSink): unknown {
     if (plan) {
       plan.misses = 0;
       try {
-        output = (sink.packedWalk === undefined ? plan.run : plan.runPacked)(root, [], sink);
+        output = sink.packedWalk === undefined
+          ? plan.run(root, [], sink)
+          : plan.runPacked(root, [], sink);
       } catch (error) {
         // A plan keeps no path: the generic walk, validating only, finds the
         // same error again and names where it is.
@@ -218,10 +220,7 @@ const OWN_PROPERTY = { writable: true, enumerable: true, configurable: true };
 /** Marks the error path of a compiled object copy (see `shapeAt`). */
 const COMPILED = Symbol("compiled copy");
 
-/**
- * Ends a container's visit: takes it off the deep-ancestor set (an error
- * ends the whole walk instead, and `walk` drops the set).
- */
+/** Ends a container's visit: off the deep-ancestor set (an error ends the walk, which drops it). */
 function leave(value: object, depth: number, output: unknown): unknown {
   if (depth >= SCAN_DEPTH) deepAncestors!.delete(value);
   return output;
