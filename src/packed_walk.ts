@@ -50,6 +50,8 @@ export interface PackedStages {
   release(block: Block): void;
   /** Views `block` as TypedArray class `cls` (whole block). */
   view(block: Block, cls: (typeof ARRAY_CLASSES)[number]): TypedArray;
+  /** The block's table of such views by class code, kept with the block (filled by the walk). */
+  viewsByCode(block: Block): (TypedArray | undefined)[];
   /** A pending storage of the pinned pool (the outputs of a mirror walk: mirror_walk.ts). */
   pinnedPending(): Storage;
 }
@@ -98,6 +100,7 @@ const SKIP_COPIES = 64;
 let lastPayload = 0;
 /** Counters for tests and diagnostics. */
 const counts = { packed: 0, handedOver: 0, arenaRuns: 0 };
+const NO_VIEWS: (TypedArray | undefined)[] = [];
 
 /**
  * How many walks packed every leaf, and how many handed over to the route,
@@ -137,7 +140,8 @@ export class PackedWalk implements LeafTaker {
   readonly #takeOver: () => void;
   #pending: Storage | undefined;
   #block: Block | undefined;
-  readonly #views: (TypedArray | undefined)[] = new Array(ARRAY_CLASSES.length).fill(undefined);
+  // The block's views by class code (kept with the block: no table per copy).
+  #views: (TypedArray | undefined)[] = NO_VIEWS;
   readonly #fromArena: PackedLeaves["fromArena"];
   readonly #arenaOffsets: PackedLeaves["arenaOffsets"];
   // Arena mode: the arena of the leaves taken.
@@ -338,6 +342,7 @@ export class PackedWalk implements LeafTaker {
     if (this.#block === undefined) {
       this.#block = this.#stages.acquire(this.#capacity);
       if (this.#block === undefined) return -1;
+      this.#views = this.#stages.viewsByCode(this.#block);
     }
     return offset + bytes > this.#block.size ? -1 : offset;
   }

@@ -39,6 +39,7 @@ function stages(): PackedStages & {
       this.given++;
     },
     view: (block, cls) => new cls(memory.get(block)!),
+    viewsByCode: () => [],
     pinnedPending: () => Storage.pending(pinnedPool),
   };
 }

@@ -34,6 +34,8 @@ import type { TypedArray, TypedArrayConstructor } from "../dtype.ts";
 interface PinnedCache {
   buffer: ArrayBuffer;
   views: Map<unknown, TypedArray>;
+  /** Views by class code (array_code.ts), filled by their users (see {@linkcode pinnedViewsByCode}). */
+  byCode: (TypedArray | undefined)[];
   /** Whether the shim counts `buffer` (false where the runtime gave no Node-API). */
   counted: boolean;
 }
@@ -91,7 +93,7 @@ function cacheOf(block: Block): PinnedCache {
   let cache = block.cache as PinnedCache | undefined;
   if (!cache) {
     const buffer = pinnedArrayBuffer(block.address, block.size);
-    cache = { buffer, views: new Map(), counted: pinnedBuffersCounted() };
+    cache = { buffer, views: new Map(), byCode: [], counted: pinnedBuffersCounted() };
     block.cache = cache;
   }
   return cache;
@@ -100,6 +102,15 @@ function cacheOf(block: Block): PinnedCache {
 /** The ArrayBuffer over a pinned block (created once per block). */
 export function pinnedBuffer(block: Block): ArrayBuffer {
   return cacheOf(block).buffer;
+}
+
+/**
+ * A table of whole-block views by class code, kept with the block (a walk
+ * that packs into it fills the entries it needs from {@linkcode pinnedView}):
+ * a copy that reuses a block finds its views without a table of its own.
+ */
+export function pinnedViewsByCode(block: Block): (TypedArray | undefined)[] {
+  return cacheOf(block).byCode;
 }
 
 /** A whole-block view of class `cls` (cached per block and class). */

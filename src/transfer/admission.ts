@@ -39,7 +39,7 @@
 import { reapFinished } from "../copies_in_flight.ts";
 import { devicePool } from "../memory/device_memory.ts";
 import { memoryLimits, memoryLimitsError, onLimitsChanged } from "../memory/limits.ts";
-import { pinnedPool, pinnedView } from "../memory/pinned_memory.ts";
+import { pinnedPool, pinnedView, pinnedViewsByCode } from "../memory/pinned_memory.ts";
 import type { PackedStages } from "../packed_walk.ts";
 import { onMemoryReleased } from "../memory/released.ts";
 import { Storage } from "../memory/storage.ts";
@@ -101,5 +101,6 @@ export const PACKED_STAGES: PackedStages = {
   },
   release: (block) => pinnedPool.release(block),
   view: pinnedView,
+  viewsByCode: pinnedViewsByCode,
   pinnedPending: () => Storage.pending(pinnedPool),
 };

@@ -4,6 +4,7 @@ import {
   pinnedBuffer,
   pinnedPool,
   pinnedView,
+  pinnedViewsByCode,
 } from "../../src/memory/pinned_memory.ts";
 import { hasGpu } from "../gpu/_helpers.ts";
 
@@ -55,6 +56,31 @@ Deno.test({
     // No JS view can reach memory that is freed or another isolate's.
     assert.equal(view.length, 0);
     assert.equal(block.cache, undefined);
+  },
+});
+
+Deno.test({
+  name:
+    "a block's table of views by class code stays with the block while it is reused, and goes with its views",
+  ignore: !hasGpu,
+  fn() {
+    pinnedPool.trimFront();
+    const block = pinnedPool.acquire(70_000);
+    const table = pinnedViewsByCode(block);
+    table[0] = pinnedView(block, Float32Array); // as a packed walk fills it
+    pinnedPool.release(block);
+    const again = pinnedPool.acquire(70_000);
+    assert.equal(again, block);
+    assert.equal(pinnedViewsByCode(again), table);
+    assert.equal(pinnedViewsByCode(again)[0], pinnedView(again, Float32Array));
+    pinnedPool.release(again);
+    pinnedPool.trimFront();
+    // Freed: a block made later at any address starts with an empty table.
+    const fresh = pinnedPool.acquire(70_000);
+    assert.notEqual(pinnedViewsByCode(fresh), table);
+    assert.equal(pinnedViewsByCode(fresh).length, 0);
+    assert.equal(table[0]!.length, 0); // the old views are detached
+    pinnedPool.release(fresh);
   },
 });
 
