@@ -99,6 +99,12 @@ export class IndexList {
 }
 
 let positions = new Uint32Array(0);
+// Views of `positions` by their length, below FEW (a view is an object: a
+// copy asks for a few lengths, the same each step, and got a new one each
+// time). A view made before `positions` grew views the old array, whose
+// contents are the same.
+const FEW = 4096;
+const fewViews: (Uint32Array | undefined)[] = [];
 
 /**
  * The positions 0..n-1, as a view of one shared, growing array (no array
@@ -116,5 +122,6 @@ export function firstPositions(n: number): Uint32Array {
     positions = new Uint32Array(Math.max(n, 2 * positions.length));
     for (let k = 0; k < positions.length; k++) positions[k] = k;
   }
-  return positions.subarray(0, n);
+  if (n >= FEW) return positions.subarray(0, n);
+  return fewViews[n] ??= positions.subarray(0, n);
 }

@@ -44,11 +44,11 @@ function sendPackedChunk(route: Route, submission: Submission): void {
 /** Queues every CPU→CUDA leaf of `route`. */
 export function hostToDevice(route: Route, submission: Submission): void {
   const { target, options, outputs } = route;
-  const h2d = route.h2d.view();
-  const pool = devicePool(target);
   submission.involve(target);
   if (route.packedChunk !== undefined) sendPackedChunk(route, submission);
-  if (h2d.length === 0) return;
+  if (route.h2d.length === 0) return;
+  const h2d = route.h2d.view();
+  const pool = devicePool(target);
   const packed = packedFlags(h2d.length);
   let packedCount = 0;
   if (options.packCpuTensors) {
