@@ -111,6 +111,7 @@ export class MirrorWalk implements LeafTaker {
   #start = 0;
   #end = 0;
   #lead = 0;
+  #lone = false;
 
   /**
    * A walk within `limits`, writing the route's `leaves` and `outputs`
@@ -208,6 +209,8 @@ export class MirrorWalk implements LeafTaker {
   finish(): MirrorRun | undefined {
     if (!this.on || this.count === 0) return undefined;
     if (this.count < 2) {
+      // Not a failure of the walk (a copy back of one tensor is common).
+      this.#lone = true;
       this.#off();
       return undefined;
     }
@@ -228,6 +231,7 @@ export class MirrorWalk implements LeafTaker {
   handOver(): void {
     this.on = false;
     counts.handedOver++;
+    if (this.#lone) return;
     if (++failures >= FAILURES_BEFORE_SKIP) skipUntil = copies + SKIP_COPIES;
   }
 

@@ -175,9 +175,16 @@ Deno.test("a mirror walk of one leaf hands it over at its end; one of none takes
   assert.equal(takenOver, 1); // nothing to take over
 });
 
-Deno.test("mirror walks pause after two hand-overs in a row, and the base alignment is the chunks'", () => {
+Deno.test("mirror walks pause after two hand-overs in a row (a lone leaf's is none), and the base alignment is the chunks'", () => {
   resetMirrorWalks();
   const block = deviceBlock(1 << 20);
+  // Copies back of one tensor each: handed over at the end, never a pause.
+  for (let i = 0; i < 3; i++) {
+    const { walk } = walkOf(() => walk.handOver());
+    assert.ok(MirrorWalk.active());
+    walk.tensor(onDevice(block, 0, 8));
+    assert.equal(walk.finish(), undefined);
+  }
   for (let i = 0; i < 2; i++) {
     const { walk } = walkOf(() => walk.handOver());
     assert.ok(MirrorWalk.active());

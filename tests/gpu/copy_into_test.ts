@@ -415,3 +415,25 @@ Deno.test({
     disposeAll([result, back]);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "a copy into a result packs arena tensors of a block it cannot send from the arena bit for bit",
+  async fn() {
+    using arena = hostArena(1 << 16);
+    // One block of the result; the new data has an int32 tensor in an
+    // arena and an int64 leaf in ordinary memory: the block's leaves are
+    // packed, the arena tensor's bytes too (a wrong class once turned its 1s into 1.0f).
+    const result = await startCopy({ a: new Int32Array(4), b: new BigInt64Array(2) }, "cuda:0")
+      .get();
+    const a = arena.int32(4).fill(1);
+    const b = new BigInt64Array([-(2n ** 63n), 7n]);
+    for (let round = 0; round < 3; round++) {
+      await startCopy({ a: Tensor.from(a), b }, "cuda:0", { into: result }).get();
+      assert.deepEqual(bytesOf(result.a), new Uint8Array(a.buffer, a.byteOffset, 16));
+      assert.deepEqual(bytesOf(result.b), new Uint8Array(b.buffer));
+    }
+    disposeAll(result);
+  },
+});

@@ -77,8 +77,10 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
       view = tensorInternals.hostView(x, dtypes[n], byteLengths[n], tensors[n].shape);
       if (view !== undefined) {
         arena = tensorInternals.arena(x);
-        // Only packing reads it (kept by the tensor once read: no lookup per copy).
-        if (arena === undefined) codes[n] = tensorInternals.code(x, view);
+        // Arena leaves too: a group whose leaves do not all lie in one arena
+        // as the result does is packed, theirs included. (Kept by the tensor
+        // once read: no lookup per copy.)
+        codes[n] = tensorInternals.code(x, view);
       }
     } else if (
       isLeafArray(x) && viewByteLength(x) === byteLengths[n] && byteLengths[n] !== 0 &&

@@ -3,7 +3,11 @@ import { Tensor } from "../../../mod.ts";
 import { registerArena, unregisterArena } from "../../../src/arena_index.ts";
 import { readData } from "../../../src/transfer/into/leaves.ts";
 import { buildRecord, DIRECT, PACK } from "../../../src/transfer/into/record.ts";
-import { CUDA0, fittingData, madeResult } from "./_result.ts";
+import { arrayCodeOf } from "../../../src/array_code.ts";
+import { Storage } from "../../../src/memory/storage.ts";
+import { tensorInternals } from "../../../src/tensor.ts";
+import { vectorShape } from "../../../src/vector_shape.ts";
+import { addressPool, CUDA0, fittingData, madeResult } from "./_result.ts";
 
 // Each leaf of the data is checked against the tensor it replaces, its bytes
 // recorded; a group is one DMA from an arena only where all its leaves lie
@@ -89,6 +93,34 @@ Deno.test("readData: a group whose leaves lie in one arena at their places goes 
     data.ids = new BigInt64Array(buffer, 328, 3);
     readData(record, data, result);
     assert.deepEqual([...record.groupState], [PACK, PACK]);
+  } finally {
+    unregisterArena(buffer);
+  }
+});
+
+Deno.test("readData records the class code of every leaf it reads, arena tensors of a packed group included", () => {
+  // One block, two tensors: an int32 tensor over an arena, and a leaf in
+  // ordinary memory: the group is packed, the arena tensor too, through a
+  // view of its own class (a wrong code converted its numbers: 1 → 1.0f).
+  const pool = addressPool();
+  const chunk = new Storage(pool, pool.acquire(256), 2);
+  const a = tensorInternals.createBound("int32", vectorShape(4), CUDA0, 16, chunk, 0);
+  const b = tensorInternals.createBound("int64", vectorShape(2), CUDA0, 16, chunk, 16);
+  const result = { a, b };
+  const record = buildRecord(result, CUDA0);
+  const buffer = new ArrayBuffer(1024);
+  registerArena(buffer, { address: 1 << 30, hold() {}, release() {} });
+  try {
+    // Twice, the leaves' classes changing places with a previous copy's.
+    const rounds = [
+      { a: Tensor.from(new Int32Array(buffer, 64, 4).fill(1)), b: new BigInt64Array(2) },
+      { a: new Int32Array(4), b: Tensor.from(new BigInt64Array(buffer, 128, 2).fill(7n)) },
+    ];
+    for (const data of rounds) {
+      readData(record, data, result);
+      assert.equal(record.groupState[0], PACK);
+      for (const n of [0, 1]) assert.equal(record.codes[n], arrayCodeOf(record.views[n]!));
+    }
   } finally {
     unregisterArena(buffer);
   }
