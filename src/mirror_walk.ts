@@ -23,6 +23,7 @@
  */
 
 import { CPU } from "./device.ts";
+import { HandOverPause } from "./hand_over_pause.ts";
 import type { Storage } from "./memory/storage.ts";
 import type { TypedArray } from "./dtype.ts";
 import { type Tensor, tensorInternals } from "./tensor.ts";
@@ -69,14 +70,8 @@ export interface MirrorLimits {
   readonly chunkLimit: number;
 }
 
-// As the packed walk's: two hand-overs in a row pause mirror walks for a
-// while (a structure that always holds a leaf they cannot take would
-// otherwise pay for the hand-over on every copy).
-let failures = 0;
-let skipUntil = 0;
-let copies = 0;
-const FAILURES_BEFORE_SKIP = 2;
-const SKIP_COPIES = 64;
+// As the packed walk's: two hand-overs in a row pause mirror walks for 64 copies.
+const pause = new HandOverPause(2, 64);
 const counts = { taken: 0, handedOver: 0 };
 
 /** How many mirror walks took every leaf, and how many handed over, since the process started. */
@@ -86,7 +81,7 @@ export function mirrorWalkCounts(): { taken: number; handedOver: number } {
 
 /** For tests: forgets past walks (failures and the pause after them). */
 export function resetMirrorWalks(): void {
-  failures = skipUntil = 0;
+  pause.reset();
 }
 
 /**
@@ -133,7 +128,7 @@ export class MirrorWalk implements LeafTaker {
 
   /** Whether copies back walk this way now (not while a structure keeps failing). */
   static active(): boolean {
-    return ++copies >= skipUntil;
+    return pause.next();
   }
 
   /** The device of the leaves taken (the first one's). */
@@ -214,7 +209,7 @@ export class MirrorWalk implements LeafTaker {
       this.#off();
       return undefined;
     }
-    failures = 0;
+    pause.succeeded();
     counts.taken++;
     return {
       source: this.#source,
@@ -231,8 +226,7 @@ export class MirrorWalk implements LeafTaker {
   handOver(): void {
     this.on = false;
     counts.handedOver++;
-    if (this.#lone) return;
-    if (++failures >= FAILURES_BEFORE_SKIP) skipUntil = copies + SKIP_COPIES;
+    if (!this.#lone) pause.failed();
   }
 
   /** Turns the walk off: a leaf reached the route another way (see `PackedWalk.stop`). */

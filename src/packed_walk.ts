@@ -39,6 +39,7 @@ import {
 import type { Block } from "./memory/block_pool_types.ts";
 import type { Storage } from "./memory/storage.ts";
 import { REJECTED_LEAF, type Tensor, tensorInternals } from "./tensor.ts";
+import { HandOverPause } from "./hand_over_pause.ts";
 import { vectorShape } from "./vector_shape.ts";
 import { type LeafTaker, NOT_TAKEN } from "./walk/leaf_sink.ts";
 
@@ -88,14 +89,8 @@ export interface ArenaRun {
   readonly storage: Storage;
 }
 
-// Copies since the last one whose walk packed every leaf; past a few, walks
-// skip packing for a while (a structure that always holds a leaf it cannot
-// take would otherwise pay for the hand-over on every copy).
-let failures = 0;
-let skipUntil = 0;
-let copies = 0;
-const FAILURES_BEFORE_SKIP = 2;
-const SKIP_COPIES = 64;
+// Two hand-overs in a row pause packing during walks for 64 copies.
+const pause = new HandOverPause(2, 64);
 /** The payload of the last walk that packed (the next block is sized from it). */
 let lastPayload = 0;
 /** Counters for tests and diagnostics. */
@@ -113,7 +108,8 @@ export function packedWalkCounts(): { packed: number; handedOver: number; arenaR
 
 /** For tests: forgets past walks (failures, the pause after them, the last payload). */
 export function resetPackedWalks(): void {
-  failures = skipUntil = lastPayload = 0;
+  pause.reset();
+  lastPayload = 0;
 }
 
 /**
@@ -180,8 +176,7 @@ export class PackedWalk implements LeafTaker {
    * block size to take: the last packed payload with room to grow.
    */
   static blockBytes(capacity: number): number {
-    copies++;
-    if (copies < skipUntil) return 0;
+    if (!pause.next()) return 0;
     return Math.min(capacity, Math.max(64 * 1024, lastPayload + (lastPayload >> 2)));
   }
 
@@ -266,7 +261,7 @@ export class PackedWalk implements LeafTaker {
       this.#giveBack();
       return undefined;
     }
-    failures = 0;
+    pause.succeeded();
     counts.packed++;
     const arena = this.#arena;
     if (arena !== undefined) {
@@ -289,7 +284,7 @@ export class PackedWalk implements LeafTaker {
     this.#giveBack();
     if (this.#arena === undefined && this.end > lastPayload) lastPayload = this.end;
     counts.handedOver++;
-    if (++failures >= FAILURES_BEFORE_SKIP) skipUntil = copies + SKIP_COPIES;
+    pause.failed();
     return this.#pending;
   }
 
