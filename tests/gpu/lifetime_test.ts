@@ -1,10 +1,8 @@
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import {
-  type AsyncCopyHandle,
   CudaError,
   disposeAll,
-  type HostArena,
   hostArena,
   MemoryLimitError,
   memoryStats,
@@ -12,14 +10,13 @@ import {
   setMemoryLimits,
   startCopy,
   Tensor,
-  type TypedArray,
 } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { unviewedPinnedBytes } from "../../src/memory/process_cache.ts";
 import { releaseIdleStagers } from "../../src/memory/stager_pool.ts";
 import { collectUntil } from "../_helpers.ts";
-import { bytesOf, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
+import { bytesOf, disposeBackEarly, hasGpu, randomArray, underSanitizer } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
 const gc = (globalThis as { gc?: () => void }).gc;
@@ -172,33 +169,6 @@ Deno.test({
     disposeAll(result);
   },
 });
-
-/**
- * Starts `back` (a copy to the CPU) behind a long copy (256 MiB from a
- * pinned arena, ~5 ms on the copy stream), disposes its outputs at once
- * (through `outputs()`), and copies `mine` (through pinned staging the CPU
- * writes now) to the device and back. Had the outputs' pinned blocks gone
- * back to the pool when disposed, the next copy's staging could get one,
- * and the late DMA of `back` would overwrite it before that copy sent it.
- * Returns what `mine` became after the round trip.
- */
-async function disposeBackEarly(
-  arena: HostArena,
-  back: () => AsyncCopyHandle<unknown>,
-  mine: TypedArray[],
-): Promise<TypedArray[]> {
-  const ahead = startCopy([arena.uint8(arena.byteLength - arena.usedBytes)], "cuda:0");
-  const handle = back();
-  disposeAll(handle.outputs());
-  const up = await startCopy(mine, "cuda:0", { useBackgroundThread: false }).get();
-  disposeAll(await ahead.get());
-  await handle.get();
-  arena.reset();
-  const landed = await startCopy(up, "cpu").get();
-  const copies = landed.map((tensor) => tensor.toTypedArray().slice());
-  disposeAll([up, landed]);
-  return copies;
-}
 
 Deno.test({
   ...gpu,

@@ -18,35 +18,23 @@ import {
   setMemoryLimits,
   startCopy,
   Tensor,
-  type TypedArray,
 } from "../../mod.ts";
 import { mirrorWalkCounts, resetMirrorWalks } from "../../src/mirror_walk.ts";
 import { resetCompiledWalks, useCompiledWalks } from "../../src/walk/plan_cache.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
-import { bytesOf, hasGpu, HOLD_US, randomArray, stepKernelsPtx } from "./_helpers.ts";
-
-/** Every output of `result` as plain values: dtype, shape, device and bytes. */
-function seen(result: unknown): unknown {
-  if (result instanceof Tensor) {
-    return {
-      dtype: result.dtype,
-      shape: result.shape,
-      device: result.device,
-      pinned: result.pinned,
-      bytes: [...bytesOf(result)],
-    };
-  }
-  if (Array.isArray(result)) return result.map(seen);
-  if (result !== null && typeof result === "object") {
-    return Object.fromEntries(Object.entries(result).map(([k, v]) => [k, seen(v)]));
-  }
-  return result;
-}
+import {
+  disposeBackEarly,
+  hasGpu,
+  HOLD_US,
+  plainValues,
+  randomArray,
+  stepKernelsPtx,
+} from "./_helpers.ts";
 
 /** Copies `data` to the CPU and back to plain values. */
 async function copiedBack(data: unknown): Promise<unknown> {
   const result = await startCopy(data, "cpu").get();
-  const values = seen(result);
+  const values = plainValues(result);
   disposeAll(result);
   return values;
 }
@@ -178,22 +166,11 @@ Deno.test({
     try {
       for (let round = 0; round < 3; round++) {
         const mine = sources.map((source) => new Uint8Array(source.length).fill(200 + round));
-        // A large copy ahead holds the stream: the copy back is still queued
-        // when its outputs are disposed and `mine` goes up through pinned staging.
-        const ahead = startCopy([arena.uint8(arena.byteLength - arena.usedBytes)], "cuda:0");
-        const handle = startCopy(onDevice, "cpu");
-        disposeAll(handle.outputs());
-        const up = await startCopy(mine, "cuda:0", { useBackgroundThread: false }).get();
-        disposeAll(await ahead.get());
-        await handle.get();
-        arena.reset();
-        const landed = await startCopy(up, "cpu").get();
-        landed.forEach((tensor: Tensor, k: number) => {
-          const bytes = tensor.toTypedArray() as TypedArray as Uint8Array;
-          const wrong = bytes.findIndex((byte) => byte !== 200 + round);
+        const landed = await disposeBackEarly(arena, () => startCopy(onDevice, "cpu"), mine);
+        landed.forEach((bytes, k) => {
+          const wrong = (bytes as Uint8Array).findIndex((byte) => byte !== 200 + round);
           assert.equal(wrong, -1, `round ${round}: tensor ${k}, byte ${wrong}`);
         });
-        disposeAll([up, landed]);
       }
       assert.ok(mirrorWalkCounts().taken >= before + 3, "the copies back were walked");
     } finally {

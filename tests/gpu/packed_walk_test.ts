@@ -20,38 +20,13 @@ import {
 import { packedWalkCounts, resetPackedWalks } from "../../src/packed_walk.ts";
 import { resetCompiledWalks, useCompiledWalks } from "../../src/walk/plan_cache.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
-import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
-
-interface Seen {
-  dtype: string;
-  shape: readonly number[];
-  device: string;
-  bytes: number[];
-}
-
-/** Every output of `result` as plain values (device bytes read back by the test aid). */
-function seen(result: unknown): unknown {
-  if (result instanceof Tensor) {
-    return {
-      dtype: result.dtype,
-      shape: result.shape,
-      device: result.device,
-      bytes: [...bytesOf(result)],
-    } satisfies Seen;
-  }
-  if (Array.isArray(result)) return result.map(seen);
-  if (result instanceof Map) return new Map([...result].map(([k, v]) => [k, seen(v)]));
-  if (result !== null && typeof result === "object") {
-    return Object.fromEntries(Object.entries(result).map(([k, v]) => [k, seen(v)]));
-  }
-  return result;
-}
+import { hasGpu, plainValues, randomArray } from "./_helpers.ts";
 
 /** Copies `data` to cuda:0 and back to plain values, with the copy's stats. */
 async function copied(data: unknown): Promise<{ values: unknown; packedTensors: number }> {
   const handle = startCopy(data, "cuda:0");
   const result = await handle.get();
-  const values = seen(result);
+  const values = plainValues(result);
   disposeAll(result);
   return { values, packedTensors: handle.stats().packedTensors };
 }
