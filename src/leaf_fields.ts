@@ -68,6 +68,7 @@ export function readLeaf(leaf: TypedArray | Tensor, out: LeafFields): void {
   }
   const code = arrayCodeOf(leaf);
   out.code = code;
+  out.layout = undefined;
   out.device = CPU;
   out.dtype = CODE_DTYPE[code];
   out.shape = vectorShape(viewLength(leaf));

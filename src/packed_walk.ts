@@ -28,7 +28,7 @@
  */
 
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
-import { ARRAY_CLASSES, CODE_DTYPE, CODE_SHIFT } from "./array_code.ts";
+import { ARRAY_CLASSES, CODE_SHIFT } from "./array_code.ts";
 import {
   isDetached,
   isOutOfBounds,
@@ -40,7 +40,7 @@ import type { Block } from "./memory/block_pool_types.ts";
 import type { Storage } from "./memory/storage.ts";
 import { REJECTED_LEAF, type Tensor, tensorInternals } from "./tensor.ts";
 import { HandOverPause } from "./hand_over_pause.ts";
-import { vectorShape } from "./vector_shape.ts";
+import { vectorLayout, type VectorLayouts, vectorLayouts } from "./tensor_layout.ts";
 import { type LeafTaker, NOT_TAKEN } from "./walk/leaf_sink.ts";
 
 /** Where a packed walk's pinned block comes from (the transfer room, which owns the pools). */
@@ -126,6 +126,8 @@ export class PackedWalk implements LeafTaker {
   /** Payload bytes taken. */
   bytes = 0;
   readonly #target: number;
+  // The layouts of TypedArray leaves' outputs on the target.
+  readonly #layouts: VectorLayouts;
   readonly #align: number;
   readonly #limit: number;
   readonly #capacity: number;
@@ -159,6 +161,7 @@ export class PackedWalk implements LeafTaker {
     takeOver: () => void,
   ) {
     this.#target = target;
+    this.#layouts = vectorLayouts(target);
     this.#align = align;
     this.#limit = limit;
     this.#capacity = capacity;
@@ -189,10 +192,7 @@ export class PackedWalk implements LeafTaker {
     if (offset < 0) return this.#off();
     this.#copy(leaf, code, offset);
     const output = tensorInternals.createBound(
-      CODE_DTYPE[code],
-      vectorShape(bytes >> CODE_SHIFT[code]),
-      this.#target,
-      bytes,
+      vectorLayout(this.#layouts, code, bytes >> CODE_SHIFT[code], this.#target),
       this.#pending ??= this.#storage(),
       offset,
     );

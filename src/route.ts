@@ -20,8 +20,8 @@
 
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { CPU } from "./device.ts";
-import { arrayCodeOf, CODE_BYTES, CODE_DTYPE, NO_CODE } from "./array_code.ts";
-import { type DType, type TypedArray, viewByteLength, viewByteOffset } from "./dtype.ts";
+import { arrayCodeOf, CODE_BYTES, NO_CODE } from "./array_code.ts";
+import { type TypedArray, viewByteLength, viewByteOffset } from "./dtype.ts";
 import { borrowList, IndexList, type NumberList, returnList } from "./number_list.ts";
 import type { ResolvedOptions } from "./options.ts";
 import { MAX_PACKED_TENSOR_BYTES, SequentialPacker } from "./pack_plan.ts";
@@ -29,7 +29,12 @@ import { type MirrorRun, MirrorWalk } from "./mirror_walk.ts";
 import { notePayload, type PackedChunk, type PackedStages, PackedWalk } from "./packed_walk.ts";
 import type { Storage } from "./memory/storage.ts";
 import { type LeafFields, leafFields, readLeaf } from "./leaf_fields.ts";
-import { vectorShape } from "./vector_shape.ts";
+import {
+  type TensorLayout,
+  vectorLayout,
+  type VectorLayouts,
+  vectorLayouts,
+} from "./tensor_layout.ts";
 import { Tensor, tensorInternals } from "./tensor.ts";
 import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 
@@ -46,6 +51,28 @@ const PACKED_WALK_MAX_BYTES = 256 * 1024;
 const MAX_CAPACITY_HINT = 1 << 20;
 let capacityHint = 0;
 
+// The leaf and host-data arrays of routes whose lists were returned, lent
+// to the next routes: read only while the copy is submitted, they were 16
+// of a copy's ~110 bytes of allocation per leaf. (The outputs array is not
+// lent: it is read until the copy ends.)
+const spareArrays: unknown[][] = [];
+const MAX_SPARE_ARRAYS = 8;
+
+function borrowArray<T>(): T[] {
+  return (spareArrays.pop() as T[] | undefined) ?? new Array(capacityHint);
+}
+
+// Returns `array`, cleared up to `used` (no input kept reachable); one much
+// larger than the copies made now is left to the collector.
+function returnArray(array: unknown[], used: number): void {
+  // (A loop: `fill` gave the array a new backing store, 8 bytes an element.)
+  const end = Math.min(used, array.length);
+  for (let i = 0; i < end; i++) array[i] = undefined;
+  if (spareArrays.length < MAX_SPARE_ARRAYS && array.length <= 4 * capacityHint + 64) {
+    spareArrays.push(array);
+  }
+}
+
 /** The leaves of one copy that need moving, with their output tensors. */
 export class Route implements LeafSink {
   /** The target device index (-1: the CPU). */
@@ -58,14 +85,17 @@ export class Route implements LeafSink {
   bytes = 0;
   /** Payload bytes of the leaves that move. */
   movedBytes = 0;
-  /** Leaves that move, by index. */
+  /**
+   * Leaves that move, by index (lent: cleared by
+   * {@linkcode Route.releaseLists}, and longer than the leaves may be).
+   */
   readonly leaves: Leaf[];
   /** Their outputs, by the same index. */
   readonly outputs: Tensor[];
   /**
    * The host bytes of CPU leaves as the walk read them, by the same index
    * (else undefined). Empty in a route to the CPU, whose moving leaves are
-   * all on a device.
+   * all on a device. Lent, as {@linkcode Route.leaves} is.
    */
   readonly hostData: (TypedArray | undefined)[];
   /**
@@ -92,6 +122,8 @@ export class Route implements LeafSink {
   #d2hMixed = false;
   #peerSource = CPU;
   #peerMixed = false;
+  // The layouts of the outputs of TypedArray leaves on the target.
+  readonly #layouts: VectorLayouts;
   /** Indices of CPU→CUDA leaves (implicit while they are all the leaves). */
   readonly h2d: IndexList = new IndexList();
   /** Indices of CPU→CUDA leaves that lie in a host arena (sent from where they are). */
@@ -161,14 +193,15 @@ export class Route implements LeafSink {
     stages?: PackedStages,
   ) {
     this.target = target;
+    this.#layouts = vectorLayouts(target);
     this.options = options;
     if (options.packCpuTensors && target !== CPU) this.packer = new SequentialPacker(options);
     if (target !== CPU) this.#pendingStorage = pendingStorage;
     // Sized like the last copy's (a training loop's batches are alike), so
-    // that storing a leaf never grows the arrays; `end()` trims them.
-    this.leaves = new Array(capacityHint);
+    // that storing a leaf never grows the arrays; `end()` trims the outputs.
+    this.leaves = borrowArray();
     this.outputs = new Array(capacityHint);
-    this.hostData = target === CPU ? [] : new Array(capacityHint);
+    this.hostData = target === CPU ? [] : borrowArray();
     if (
       stages !== undefined && pendingStorage !== undefined && this.packer?.valid &&
       options.usePinnedStaging
@@ -299,10 +332,7 @@ export class Route implements LeafSink {
       }
     }
     const moving = this.#moving;
-    if (this.leaves.length !== moving) {
-      this.leaves.length = this.outputs.length = moving;
-      if (this.target !== CPU) this.hostData.length = moving;
-    }
+    if (this.outputs.length !== moving) this.outputs.length = moving;
     capacityHint = Math.min(moving, MAX_CAPACITY_HINT);
   }
 
@@ -312,6 +342,10 @@ export class Route implements LeafSink {
     // routes at once (no caller does so; a cheap guard against one).
     if (this.#released) return;
     this.#released = true;
+    // (A walk that threw may have stored leaves past #moving.)
+    const used = Math.max(this.#moving, this.packedWalk?.count ?? 0);
+    returnArray(this.leaves, used);
+    if (this.target !== CPU) returnArray(this.hostData, used);
     this.h2d.release();
     this.fromArena.release();
     this.d2h.release();
@@ -369,27 +403,21 @@ export class Route implements LeafSink {
       if (data === undefined) this.#shared.push(shared);
       return shared;
     }
+    // The output's layout: the input's on the target (made once per layout).
+    const layout = fields.layout!.on(this.target);
     if (data === undefined) {
       // In pooled memory (CUDA or pinned): held while the copy reads it.
       const storage = fields.storage;
       if (storage !== undefined && storage !== this.#lastInputStorage) {
         this.#inputStorages.push(this.#lastInputStorage = storage);
       }
-      return this.#move(
-        leaf,
-        source,
-        undefined,
-        fields.dtype,
-        fields.shape,
-        fields.byteLength,
-        NO_CODE,
-      );
+      return this.#move(leaf, source, undefined, layout, NO_CODE);
     }
-    const { arena, dtype, shape, byteLength } = fields;
     // (An arena leaf is sent from where it lies: its class is never needed.)
-    if (arena) return this.#moveFromArena(leaf, data, arena, dtype, shape, byteLength);
+    const arena = fields.arena;
+    if (arena) return this.#moveFromArena(leaf, data, arena, layout);
     // A tensor's class is its data's, kept by the tensor once read.
-    return this.#move(leaf, source, data, dtype, shape, byteLength, fields.code);
+    return this.#move(leaf, source, data, layout, fields.code);
   }
 
   /**
@@ -402,13 +430,12 @@ export class Route implements LeafSink {
     // The engine's size, not the leaf's `byteLength` property (see viewByteLength).
     const byteLength = viewByteLength(leaf);
     this.bytes += byteLength;
-    const dtype = CODE_DTYPE[code];
-    const shape = vectorShape(byteLength / CODE_BYTES[code]);
+    const layout = vectorLayout(this.#layouts, code, byteLength / CODE_BYTES[code], this.target);
     // As in the reference package: a CPU leaf to the CPU is not copied.
-    if (this.target === CPU) return tensorInternals.create(dtype, shape, CPU, leaf);
+    if (this.target === CPU) return tensorInternals.create(layout, leaf);
     const arena = arenaOf(leaf);
-    if (arena) return this.#moveFromArena(leaf, leaf, arena, dtype, shape, byteLength);
-    return this.#move(leaf, CPU, leaf, dtype, shape, byteLength, code);
+    if (arena) return this.#moveFromArena(leaf, leaf, arena, layout);
+    return this.#move(leaf, CPU, leaf, layout, code);
   }
 
   /**
@@ -533,31 +560,18 @@ export class Route implements LeafSink {
     return groups;
   }
 
-  #moveFromArena(
-    leaf: Leaf,
-    data: TypedArray,
-    arena: ArenaMemory,
-    dtype: DType,
-    shape: readonly number[],
-    bytes: number,
-  ): Tensor {
+  #moveFromArena(leaf: Leaf, data: TypedArray, arena: ArenaMemory, layout: TensorLayout): Tensor {
     const index = this.#moving++;
     const offset = viewByteOffset(data);
+    const bytes = layout.byteLength;
     let output: Tensor;
     if (this.#pendingStorage !== undefined) {
       // Created where it will lie if the batch goes in one run from the
       // arena's start (a batch built in a fresh arena): see `arenaStorage`.
       const storage = this.arenaStorage ??= this.#pendingStorage(this.target);
-      output = tensorInternals.createBound(
-        dtype,
-        shape,
-        this.target,
-        bytes,
-        storage,
-        offset,
-      );
+      output = tensorInternals.createBound(layout, storage, offset);
     } else {
-      output = tensorInternals.create(dtype, shape, this.target, bytes);
+      output = tensorInternals.create(layout);
     }
     this.movedBytes += bytes;
     this.leaves[index] = leaf;
@@ -578,12 +592,11 @@ export class Route implements LeafSink {
     leaf: Leaf,
     source: number,
     data: TypedArray | undefined,
-    dtype: DType,
-    shape: readonly number[],
-    bytes: number,
+    layout: TensorLayout,
     code: number,
   ): Tensor {
     const index = this.#moving++;
+    const bytes = layout.byteLength;
     this.movedBytes += bytes;
     this.leaves[index] = leaf;
     if (data !== undefined) this.hostData[index] = data;
@@ -592,20 +605,15 @@ export class Route implements LeafSink {
       const offset = this.packer.place(this.h2d.length, bytes);
       this.h2d.push(index);
       this.codes.push(code);
-      const output = offset < 0
-        ? tensorInternals.create(dtype, shape, this.target, bytes)
-        : tensorInternals.createBound(
-          dtype,
-          shape,
-          this.target,
-          bytes,
-          this.chunkStorage ??= this.#pendingStorage(this.target),
-          offset,
-        );
+      const output = offset < 0 ? tensorInternals.create(layout) : tensorInternals.createBound(
+        layout,
+        this.chunkStorage ??= this.#pendingStorage(this.target),
+        offset,
+      );
       this.outputs[index] = output;
       return output;
     }
-    const output = tensorInternals.create(dtype, shape, this.target, bytes);
+    const output = tensorInternals.create(layout);
     this.outputs[index] = output;
     if (this.target === CPU) {
       const d2h = this.d2h;

@@ -11,12 +11,11 @@
 import { pointerOf, pointerOfView } from "../ffi/native.ts";
 import { type ArenaMemory, arenaOf } from "./arena_index.ts";
 import { arrayCodeOf, NO_CODE } from "./array_code.ts";
-import { CPU, type DeviceIndex, deviceName } from "./device.ts";
+import { CPU, type DeviceIndex } from "./device.ts";
 import {
   arrayClassOf,
   builtinClassOf,
   type DType,
-  DTYPE_SIZE,
   isDetached,
   type TypedArray,
   typedArrayNameOf,
@@ -27,6 +26,7 @@ import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkFromArgs } from "./tensor_from_args.ts";
+import { TensorLayout } from "./tensor_layout.ts";
 
 /**
  * Whether two shapes have the same dimensions.
@@ -48,14 +48,11 @@ export function sameDims(a: readonly number[], b: readonly number[]): boolean {
 // The storage a pinned tensor's `toTypedArray()` view keeps reachable (see there).
 const VIEW_HOLDS = Symbol("mtc.viewHolds");
 
-// A tensor's class code before it is first read (see `#code`).
+// A tensor's class code before it is first read (see `#slot`).
 const UNKNOWN_CODE = -2;
 
-// A disposed tensor's offset (a tensor's offset is otherwise >= 0).
+// A disposed tensor's slot (an offset or a class code is otherwise >= 0).
 const DISPOSED = -1;
-
-// Device strings are shared, not built per tensor.
-const DEVICE_NAMES: string[] = [];
 
 /**
  * Library-internal access to a tensor's private state (not exported by
@@ -65,29 +62,17 @@ const DEVICE_NAMES: string[] = [];
  */
 export interface TensorInternals {
   /**
-   * Creates a tensor over `contents`: host data it wraps, or a byte length.
-   * A tensor for a device copy is created unbound and bound to its memory
-   * with `bind` once that memory is planned. `shape` must be frozen (see
-   * {@linkcode vectorShape}): tensors share shapes.
+   * Creates a tensor of `layout` (see tensor_layout.ts: outputs share
+   * theirs) over `data`, host data it wraps, or without it, unbound: a
+   * tensor for a device copy is bound to its memory with `bind` once that
+   * memory is planned.
    */
-  create(
-    dtype: DType,
-    shape: readonly number[],
-    device: DeviceIndex,
-    contents: number | TypedArray,
-  ): Tensor;
+  create(layout: TensorLayout, data?: TypedArray): Tensor;
   /**
-   * Creates a tensor of `byteLength` bytes already bound to `offset` in
-   * `storage` (whose hold it takes over): an output placed by the walk.
+   * Creates a tensor of `layout` already bound to `offset` in `storage`
+   * (whose hold it takes over): an output placed by the walk.
    */
-  createBound(
-    dtype: DType,
-    shape: readonly number[],
-    device: DeviceIndex,
-    byteLength: number,
-    storage: Storage,
-    offset: number,
-  ): Tensor;
+  createBound(layout: TensorLayout, storage: Storage, offset: number): Tensor;
   /** Points a tensor at `offset` in `storage`, whose hold it takes over. */
   bind(tensor: Tensor, storage: Storage, offset: number): void;
   /** Moves a tensor to host data it owns, releasing its storage. */
@@ -104,6 +89,8 @@ export interface TensorInternals {
    * (the view does not keep the memory reachable by itself).
    */
   bytes(tensor: Tensor): TypedArray;
+  /** A tensor's layout (its dtype, shape, byte length and device, shared). */
+  layout(tensor: Tensor): TensorLayout;
   /** The device index of a tensor. */
   device(tensor: Tensor): DeviceIndex;
   /** The pooled storage behind a tensor, if any. */
@@ -167,6 +154,8 @@ export const REJECTED_LEAF: unique symbol = Symbol("rejected leaf");
 
 /** A tensor's description, read at once (`tensorInternals.read`). */
 export interface TensorFields {
+  /** The tensor's layout (undefined for a TypedArray leaf, see `readLeaf`). */
+  layout: TensorLayout | undefined;
   device: DeviceIndex;
   dtype: DType;
   shape: readonly number[];
@@ -194,6 +183,7 @@ export interface TensorFields {
  */
 export function tensorFields(): TensorFields {
   return {
+    layout: undefined,
     device: CPU,
     dtype: "uint8",
     shape: [],
@@ -224,33 +214,28 @@ const CONSTRUCT = Symbol("Tensor");
 export class Tensor {
   // Private fields behind getters: a tensor's description cannot be changed
   // from outside (a writable `dtype` would reinterpret its bytes).
-  readonly #dtype: DType;
-  readonly #shape: readonly number[];
-  readonly #byteLength: number;
-  readonly #deviceIndex: DeviceIndex;
+  // The description (dtype, shape, byte length, device) in one shared
+  // object: every output of every copy pays each field in allocation and GC
+  // (8 fields were 88 bytes a tensor; 4 are 56). The private helpers are
+  // static for the same reason: an instance private method gives every
+  // instance a brand slot (8 bytes more).
+  readonly #layout: TensorLayout;
   #data: TypedArray | undefined;
   // Where the bytes lie beyond a view: the pooled storage of a tensor that
   // wraps no data, else the host arena the wrapped data lies in (found
   // once here rather than per copy: a lookup on the data's buffer for every
-  // leaf of every copy). One field for both, and `disposed` as a negative
-  // offset: every output of every copy pays each field in allocation and
-  // GC (9 fields were 96 bytes a tensor; 8 are 88).
+  // leaf of every copy).
   #memory: Storage | ArenaMemory | undefined;
-  // The byte offset in the storage; DISPOSED once disposed.
-  #offset = 0;
-  // The class code (array_code.ts) of the wrapped data, found on the first
-  // copy that packs it and kept (a call into the TypedArray's internals per
-  // leaf of every copy cost ~6 % of a reference batch copy on an H100 host).
-  #code = UNKNOWN_CODE;
+  // DISPOSED once disposed; else, for a tensor that wraps no data, the byte
+  // offset in its storage, and for one that wraps data, the class code
+  // (array_code.ts) of that data, UNKNOWN_CODE until the first copy that
+  // packs it reads it (a call into the TypedArray's internals per leaf of
+  // every copy cost ~6 % of a reference batch copy on an H100 host). One
+  // field for both: a tensor needs only one of them.
+  #slot: number;
 
-  /** `contents`: the host data wrapped, or the byte length of a tensor to be bound. */
-  private constructor(
-    key: symbol,
-    dtype: DType,
-    shape: readonly number[],
-    device: DeviceIndex,
-    contents: number | TypedArray,
-  ) {
+  /** `data`: the host data wrapped; without it, a tensor to be bound. */
+  private constructor(key: symbol, layout: TensorLayout, data?: TypedArray) {
     // Private only to TypeScript: at run time a forged tensor would have
     // neither data nor storage, yet pass every check of a copy.
     if (key !== CONSTRUCT) {
@@ -258,24 +243,19 @@ export class Tensor {
         "Cannot construct a Tensor directly: use Tensor.from(data, shape?, dtype?)",
       );
     }
-    this.#dtype = dtype;
-    this.#shape = shape;
-    this.#deviceIndex = device;
-    // The name is made once per device (the getter reads it by index:
-    // no field per tensor, whose size every copy's outputs pay in GC).
-    DEVICE_NAMES[device + 1] ??= deviceName(device);
-    if (typeof contents === "number") {
-      this.#byteLength = contents;
+    this.#layout = layout;
+    if (data === undefined) {
+      this.#slot = 0;
     } else {
-      this.#byteLength = viewByteLength(contents); // the engine's (see viewByteLength)
-      this.#data = contents;
-      this.#memory = arenaOf(contents);
+      this.#data = data;
+      this.#memory = arenaOf(data);
+      this.#slot = UNKNOWN_CODE;
     }
   }
 
   /** Element type. */
   get dtype(): DType {
-    return this.#dtype;
+    return this.#layout.dtype;
   }
 
   /**
@@ -283,124 +263,115 @@ export class Tensor {
    * {@linkcode Tensor.numel}.
    */
   get shape(): readonly number[] {
-    return this.#shape;
+    return this.#layout.shape;
   }
 
   /** `"cpu"` or `"cuda:N"`. */
   get device(): string {
-    return DEVICE_NAMES[this.#deviceIndex + 1];
+    return this.#layout.deviceName;
   }
 
   /** Payload size in bytes. */
   get byteLength(): number {
-    return this.#byteLength;
+    return this.#layout.byteLength;
   }
 
   static {
-    tensorInternals.create = (dtype, shape, device, contents) =>
-      new Tensor(CONSTRUCT, dtype, shape, device, contents);
-    tensorInternals.createBound = (dtype, shape, device, byteLength, storage, offset) => {
-      const tensor = new Tensor(CONSTRUCT, dtype, shape, device, byteLength);
+    tensorInternals.create = (layout, data) => new Tensor(CONSTRUCT, layout, data);
+    tensorInternals.createBound = (layout, storage, offset) => {
+      const tensor = new Tensor(CONSTRUCT, layout);
       tensor.#memory = storage;
-      tensor.#offset = offset;
+      tensor.#slot = offset;
       return tensor;
     };
     tensorInternals.bind = (tensor, storage, offset) => {
       tensor.#memory = storage;
-      tensor.#offset = offset;
+      tensor.#slot = offset;
     };
     tensorInternals.rebind = (tensor, data) => {
-      tensor.#storageOf()?.release();
-      tensor.#offset = 0;
+      Tensor.#storageOf(tensor)?.release();
       tensor.#data = data;
       tensor.#memory = arenaOf(data);
-      tensor.#code = UNKNOWN_CODE;
+      tensor.#slot = UNKNOWN_CODE;
     };
     tensorInternals.share = (tensor) => {
-      const shared = new Tensor(
-        CONSTRUCT,
-        tensor.#dtype,
-        tensor.#shape,
-        tensor.#deviceIndex,
-        tensor.#byteLength,
-      );
-      const storage = tensor.#storageOf();
+      const shared = new Tensor(CONSTRUCT, tensor.#layout);
+      const storage = Tensor.#storageOf(tensor);
       if (storage !== undefined) {
         // Its own hold: either tensor may be disposed first.
         storage.retain();
         shared.#memory = storage;
-        shared.#offset = tensor.#offset;
-      } else {
+        shared.#slot = tensor.#slot;
+      } else if (tensor.#data !== undefined) {
         // Host data: the view keeps the bytes alive, whoever disposes.
         shared.#data = tensor.#data;
         shared.#memory = tensor.#memory;
-        shared.#code = tensor.#code;
+        shared.#slot = tensor.#slot;
       }
       return shared;
     };
-    tensorInternals.device = (tensor) => tensor.#deviceIndex;
-    tensorInternals.storage = (tensor) => tensor.#storageOf();
-    tensorInternals.bytes = (tensor) => tensor.#view(false);
-    tensorInternals.address = (tensor) => tensor.#storageOf()!.address + tensor.#offset;
+    tensorInternals.layout = (tensor) => tensor.#layout;
+    tensorInternals.device = (tensor) => tensor.#layout.device;
+    tensorInternals.storage = (tensor) => Tensor.#storageOf(tensor);
+    tensorInternals.bytes = (tensor) => Tensor.#view(tensor, false);
+    tensorInternals.address = (tensor) => Tensor.#storageOf(tensor)!.address + tensor.#slot;
     tensorInternals.data = (tensor) => {
       const data = tensor.#data;
       // The walk reads this for every CPU tensor leaf: one comparison on
       // the path of a view that still has the tensor's length.
-      return data === undefined || data.byteLength === tensor.#byteLength
+      return data === undefined || data.byteLength === tensor.#layout.byteLength
         ? data
-        : tensor.#fixLength(data);
+        : Tensor.#fixLength(tensor, data);
     };
-    tensorInternals.arena = (tensor) => tensor.#arenaOf();
+    tensorInternals.arena = (tensor) => Tensor.#arenaOf(tensor);
     tensorInternals.walkData = (tensor) => {
-      if (tensor.#offset === DISPOSED) return REJECTED_LEAF;
+      if (tensor.#slot === DISPOSED) return REJECTED_LEAF;
       const data = tensor.#data;
-      if (data === undefined || data.byteLength === tensor.#byteLength) return data;
-      const fixed = tensor.#fixLength(data);
-      return fixed.byteLength === tensor.#byteLength ? fixed : REJECTED_LEAF;
+      const byteLength = tensor.#layout.byteLength;
+      if (data === undefined || data.byteLength === byteLength) return data;
+      const fixed = Tensor.#fixLength(tensor, data);
+      return fixed.byteLength === byteLength ? fixed : REJECTED_LEAF;
     };
     tensorInternals.packedData = (tensor) => {
+      // (A disposed tensor has no data.)
       const data = tensor.#data;
-      if (data === undefined || tensor.#memory !== undefined || tensor.#offset === DISPOSED) {
-        return undefined;
-      }
-      if (data.byteLength === tensor.#byteLength) return data;
-      const fixed = tensor.#fixLength(data);
-      return fixed.byteLength === tensor.#byteLength ? fixed : undefined;
+      if (data === undefined || tensor.#memory !== undefined) return undefined;
+      const byteLength = tensor.#layout.byteLength;
+      if (data.byteLength === byteLength) return data;
+      const fixed = Tensor.#fixLength(tensor, data);
+      return fixed.byteLength === byteLength ? fixed : undefined;
     };
     tensorInternals.code = (tensor, data) => {
-      const code = tensor.#code;
-      return code === UNKNOWN_CODE ? tensor.#code = arrayCodeOf(data) : code;
+      const code = tensor.#slot;
+      return code === UNKNOWN_CODE ? tensor.#slot = arrayCodeOf(data) : code;
     };
     tensorInternals.packedOutput = (tensor, device, storage, offset) => {
-      const output = new Tensor(
-        CONSTRUCT,
-        tensor.#dtype,
-        tensor.#shape,
-        device,
-        tensor.#byteLength,
-      );
+      const output = new Tensor(CONSTRUCT, tensor.#layout.on(device));
       output.#memory = storage;
-      output.#offset = offset;
+      output.#slot = offset;
       return output;
     };
     tensorInternals.hostView = (tensor, dtype, byteLength, shape) => {
+      const layout = tensor.#layout;
       if (
-        tensor.#deviceIndex !== CPU || tensor.#dtype !== dtype ||
-        tensor.#byteLength !== byteLength || !sameDims(tensor.#shape, shape)
+        layout.device !== CPU || layout.dtype !== dtype ||
+        layout.byteLength !== byteLength || !sameDims(layout.shape, shape)
       ) {
         return undefined;
       }
       // Undefined once disposed, and for a pinned tensor (its storage).
       const data = tensor.#data;
       if (data === undefined || data.byteLength === byteLength) return data;
-      const fixed = tensor.#fixLength(data);
+      const fixed = Tensor.#fixLength(tensor, data);
       return fixed.byteLength === byteLength ? fixed : undefined;
     };
     tensorInternals.read = (tensor, into) => {
-      into.device = tensor.#deviceIndex;
-      into.dtype = tensor.#dtype;
-      into.shape = tensor.#shape;
-      into.byteLength = tensor.#byteLength;
+      const layout = tensor.#layout;
+      into.layout = layout;
+      into.device = layout.device;
+      into.dtype = layout.dtype;
+      into.shape = layout.shape;
+      into.byteLength = layout.byteLength;
       const data = tensor.#data;
       if (data === undefined) {
         into.arena = undefined;
@@ -409,8 +380,8 @@ export class Tensor {
       } else {
         into.arena = tensor.#memory as ArenaMemory | undefined;
         into.storage = undefined;
-        let code = tensor.#code;
-        if (code === UNKNOWN_CODE) code = tensor.#code = arrayCodeOf(data);
+        let code = tensor.#slot;
+        if (code === UNKNOWN_CODE) code = tensor.#slot = arrayCodeOf(data);
         into.code = code;
       }
     };
@@ -441,30 +412,34 @@ export class Tensor {
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
     const { type, dims, view } = checkFromArgs(data, shape, dtype);
-    return new Tensor(CONSTRUCT, type, Object.freeze(dims), CPU, view);
+    return new Tensor(
+      CONSTRUCT,
+      new TensorLayout(type, Object.freeze(dims), viewByteLength(view), CPU),
+      view,
+    );
   }
 
   /** Number of elements. */
   get numel(): number {
-    return this.#byteLength / DTYPE_SIZE[this.#dtype];
+    return this.#layout.numel;
   }
 
   /** Whether the tensor's host memory is page-locked (pinned). */
   get pinned(): boolean {
-    return this.#deviceIndex === CPU && this.#storageOf() !== undefined;
+    return this.#layout.device === CPU && Tensor.#storageOf(this) !== undefined;
   }
 
   /** Whether {@linkcode Tensor.dispose} was called. */
   get disposed(): boolean {
-    return this.#offset === DISPOSED;
+    return this.#slot === DISPOSED;
   }
 
   /** Address of the first byte (host or device); null for an empty tensor. */
   get ptr(): Deno.PointerValue {
-    this.#assertLive();
-    const storage = this.#storageOf();
-    if (storage) return pointerOf(storage.address + this.#offset);
-    return pointerOfView(this.#wrapped()!);
+    Tensor.#assertLive(this);
+    const storage = Tensor.#storageOf(this);
+    if (storage) return pointerOf(storage.address + this.#slot);
+    return pointerOfView(Tensor.#wrapped(this)!);
   }
 
   /**
@@ -475,7 +450,7 @@ export class Tensor {
    * @throws {Error} on a disposed tensor
    */
   toTypedArray(): TypedArray {
-    return this.#view(true);
+    return Tensor.#view(this, true);
   }
 
   /**
@@ -483,21 +458,21 @@ export class Tensor {
    * reachable (for views that leave the library; its own, short-lived ones
    * skip the cost of the property).
    */
-  #view(held: boolean): TypedArray {
-    this.#assertLive();
-    if (this.#deviceIndex !== CPU) {
+  static #view(tensor: Tensor, held: boolean): TypedArray {
+    Tensor.#assertLive(tensor);
+    if (tensor.#layout.device !== CPU) {
       throw new TypeError(
-        `Cannot read a tensor on ${this.device} as a TypedArray: copy it to "cpu" first`,
+        `Cannot read a tensor on ${tensor.device} as a TypedArray: copy it to "cpu" first`,
       );
     }
-    const cls = arrayClassOf(this.#dtype);
-    const data = this.#wrapped();
+    const cls = arrayClassOf(tensor.#layout.dtype);
+    const data = Tensor.#wrapped(tensor);
     // The wrapped array itself only when it is exactly the dtype's built-in class.
     const exact = data && Object.getPrototypeOf(data) === cls.prototype;
     if (exact && typedArrayNameOf(data) === cls.name) return data;
-    if (data) return new cls(data.buffer, data.byteOffset, this.numel);
-    const storage = this.#storageOf()!;
-    const view = new cls(pinnedBuffer(storage.block), this.#offset, this.numel);
+    if (data) return new cls(data.buffer, data.byteOffset, tensor.numel);
+    const storage = Tensor.#storageOf(tensor)!;
+    const view = new cls(pinnedBuffer(storage.block), tensor.#slot, tensor.numel);
     // The view keeps the storage reachable: `(await startCopy(t, "cpu").get())
     // .toTypedArray()` drops the tensor at once, and the storage's finalizer
     // gave the block back to the pool while the array was in use (the next
@@ -538,15 +513,15 @@ export class Tensor {
    */
   dispose(options?: DisposeOptions): void {
     const after = afterOption(options);
-    if (this.#offset === DISPOSED) return;
-    const storage = this.#storageOf();
+    if (this.#slot === DISPOSED) return;
+    const storage = Tensor.#storageOf(this);
     if (after !== undefined) {
       const release = after instanceof OrderedRelease
         ? after
         : new OrderedRelease(after as After, "option after");
-      release.order(storage, this.#deviceIndex, this.#arenaOf());
+      release.order(storage, this.#layout.device, Tensor.#arenaOf(this));
     }
-    this.#offset = DISPOSED;
+    this.#slot = DISPOSED;
     storage?.release();
     this.#memory = undefined;
     this.#data = undefined;
@@ -560,29 +535,29 @@ export class Tensor {
   /** Shows dtype, shape and device in `console.log`. */
   [Symbol.for("Deno.customInspect")](): string {
     return `Tensor(${this.dtype}, [${this.shape.join(", ")}], ${this.device}${
-      this.#offset === DISPOSED ? ", disposed" : ""
+      this.#slot === DISPOSED ? ", disposed" : ""
     })`;
   }
 
   /** The pooled storage behind this tensor: its memory where it wraps no data. */
-  #storageOf(): Storage | undefined {
-    return this.#data === undefined ? this.#memory as Storage | undefined : undefined;
+  static #storageOf(tensor: Tensor): Storage | undefined {
+    return tensor.#data === undefined ? tensor.#memory as Storage | undefined : undefined;
   }
 
   /** The host arena the wrapped data lies in: its memory where it wraps data. */
-  #arenaOf(): ArenaMemory | undefined {
-    return this.#data === undefined ? undefined : this.#memory as ArenaMemory | undefined;
+  static #arenaOf(tensor: Tensor): ArenaMemory | undefined {
+    return tensor.#data === undefined ? undefined : tensor.#memory as ArenaMemory | undefined;
   }
 
   /** The wrapped host data, checked to still hold the tensor's bytes. */
-  #wrapped(): TypedArray | undefined {
-    let data = this.#data;
-    if (data === undefined || data.byteLength === this.#byteLength) return data;
-    data = this.#fixLength(data);
-    if (data.byteLength === this.#byteLength) return data;
+  static #wrapped(tensor: Tensor): TypedArray | undefined {
+    let data = tensor.#data;
+    if (data === undefined || data.byteLength === tensor.#layout.byteLength) return data;
+    data = Tensor.#fixLength(tensor, data);
+    if (data.byteLength === tensor.#layout.byteLength) return data;
     const what = isDetached(data) ? "detached" : "shrunk below the tensor's bytes";
     throw new TypeError(
-      `Cannot use a tensor whose buffer was ${what} after it was wrapped (${this.#byteLength} bytes expected, ${data.byteLength} left): wrap the data again`,
+      `Cannot use a tensor whose buffer was ${what} after it was wrapped (${tensor.#layout.byteLength} bytes expected, ${data.byteLength} left): wrap the data again`,
     );
   }
 
@@ -597,20 +572,20 @@ export class Tensor {
    * other difference (a buffer detached or shrunk below the tensor's
    * bytes) is returned as is, for the caller to refuse.
    */
-  #fixLength(data: TypedArray): TypedArray {
-    if (data.byteLength < this.#byteLength) return data;
+  static #fixLength(tensor: Tensor, data: TypedArray): TypedArray {
+    if (data.byteLength < tensor.#layout.byteLength) return data;
     const fixed = new (builtinClassOf(data))(
       data.buffer,
       data.byteOffset,
-      this.#byteLength / data.BYTES_PER_ELEMENT,
+      tensor.#layout.byteLength / data.BYTES_PER_ELEMENT,
     );
-    this.#data = fixed;
+    tensor.#data = fixed;
     return fixed;
   }
 
-  #assertLive(): void {
-    if (this.#offset !== DISPOSED) return;
-    const what = `${this.dtype} [${this.shape.join(", ")}] on ${this.device}`;
+  static #assertLive(tensor: Tensor): void {
+    if (tensor.#slot !== DISPOSED) return;
+    const what = `${tensor.dtype} [${tensor.shape.join(", ")}] on ${tensor.device}`;
     throw new Error(`Cannot use a disposed tensor (${what}): copy or wrap the data again`);
   }
 }

@@ -7,6 +7,7 @@
  * tests/gpu/mirror_walk_test.ts.)
  */
 
+import { TensorLayout } from "../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import type { BlockPool } from "../src/memory/block_pool.ts";
 import type { Block } from "../src/memory/block_pool_types.ts";
@@ -33,7 +34,11 @@ function deviceBlock(address: number): Storage {
 
 /** A tensor of `bytes` on `device` (cuda:0 by default) at `offset` in `storage`. */
 function onDevice(storage: Storage, offset: number, bytes: number, device = 0): Tensor {
-  return tensorInternals.createBound("uint8", [bytes], device, bytes, storage, offset);
+  return tensorInternals.createBound(
+    new TensorLayout("uint8", Object.freeze([bytes]), bytes, device),
+    storage,
+    offset,
+  );
 }
 
 function walkOf(onTakeOver: () => void = () => {}) {

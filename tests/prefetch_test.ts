@@ -1,3 +1,4 @@
+import { TensorLayout } from "../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import { hostArena, prefetch, Tensor } from "../mod.ts";
 import { BlockPool } from "../src/memory/block_pool.ts";
@@ -231,7 +232,9 @@ Deno.test("a source that delivers each batch only after the loop took the one be
 
 /** A tensor on `device` bound to a fresh block of `pool` (its one hold); its bytes are never read. */
 function pooledTensor(pool: BlockPool, device: number, bytes = 64): Tensor {
-  const tensor = tensorInternals.create("float32", vectorShape(bytes / 4), device, bytes);
+  const tensor = tensorInternals.create(
+    new TensorLayout("float32", vectorShape(bytes / 4), bytes, device),
+  );
   tensorInternals.bind(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
   return tensor;
 }

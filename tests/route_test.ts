@@ -1,3 +1,4 @@
+import { TensorLayout } from "../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import { Tensor } from "../mod.ts";
 import { registerArena, unregisterArena } from "../src/arena_index.ts";
@@ -47,7 +48,8 @@ Deno.test("a route to the CPU wraps CPU leaves without copying and moves nothing
   const route = new Route(CPU, resolveOptions(undefined));
   const data = new Int16Array([1, 2, 3]);
   const [out] = walk([data], route) as Tensor[];
-  assert.equal(route.leaves.length, 0);
+  route.end();
+  assert.equal(route.outputs.length, 0);
   assert.equal(out.device, "cpu");
   assert.equal(out.toTypedArray(), data);
   route.releaseLists();
@@ -62,7 +64,8 @@ Deno.test("a tensor already on the target is not routed: the result holds a new 
   assert.equal(out.toTypedArray(), data);
   assert.deepEqual([out.dtype, out.shape, out.device], ["uint8", [2, 2], "cpu"]);
   assert.equal(route.tensors, 1);
-  assert.equal(route.leaves.length, 0);
+  route.end();
+  assert.equal(route.outputs.length, 0);
   out.dispose();
   assert.equal(tensor.disposed, false);
   assert.deepEqual([...tensor.toTypedArray()], [1, 2, 3, 4]);
@@ -71,7 +74,9 @@ Deno.test("a tensor already on the target is not routed: the result holds a new 
 
 /** A tensor on `device` bound to `bytes` of a fresh block of `pool` (its one hold). */
 function pooledTensor(pool: BlockPool, device: number, bytes: number): Tensor {
-  const tensor = tensorInternals.create("float32", vectorShape(bytes / 4), device, bytes);
+  const tensor = tensorInternals.create(
+    new TensorLayout("float32", vectorShape(bytes / 4), bytes, device),
+  );
   tensorInternals.bind(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
   return tensor;
 }
@@ -88,7 +93,7 @@ for (const [name, device] of [["a device tensor", CUDA0], ["a pinned CPU tensor"
       assert.equal(out.device, input.device);
       assert.equal(out.pinned, input.pinned);
       assert.deepEqual(out.ptr, input.ptr);
-      assert.equal(route.leaves.length, 0);
+      assert.equal(route.outputs.length, 0);
       const [first, second] = inputFirst ? [input, out] : [out, input];
       first.dispose();
       // The other still holds the block, at the same address.
@@ -146,7 +151,9 @@ Deno.test("a route groups device leaves by their device, in order, and holds eac
   const other = new Storage(pool, pool.acquire(1024), 1);
   // Made-up device tensors (unbound memory is enough for the route).
   const onDevice = (device: number, storage: Storage, offset: number) => {
-    const tensor = tensorInternals.create("float32", [1], device, 4);
+    const tensor = tensorInternals.create(
+      new TensorLayout("float32", Object.freeze([1]), 4, device),
+    );
     tensorInternals.bind(tensor, storage, offset);
     return tensor;
   };
@@ -335,4 +342,36 @@ Deno.test("a TypedArray leaf whose size properties lie (own properties, a subcla
     assert.equal(route.bytes, 32);
     route.releaseLists();
   }
+});
+
+Deno.test("a route's leaf and host-data arrays are lent: cleared when its lists go back, then lent to the next route", () => {
+  const inputs = [new Float32Array(4), Tensor.from(new Int32Array(2)), new Uint8Array(3)];
+  const first = new Route(CUDA0, resolveOptions(undefined));
+  walk(inputs, first);
+  first.end();
+  const { leaves, hostData } = first;
+  assert.equal(leaves[0], inputs[0]);
+  first.releaseLists();
+  // Nothing of the finished copy stays reachable through the spare arrays.
+  assert.ok(leaves.every((leaf) => leaf === undefined));
+  assert.ok(hostData.every((data) => data === undefined));
+  const second = new Route(CUDA0, resolveOptions(undefined));
+  const spare: unknown[][] = [leaves, hostData];
+  assert.ok(spare.includes(second.leaves), "a spare array is lent");
+  const other = [new Float64Array(1)];
+  const [out] = walk(other, second) as Tensor[];
+  second.end();
+  assert.equal(second.leaves[0], other[0]);
+  assert.equal(second.leaves[1], undefined);
+  assert.deepEqual([second.outputs.length, out.dtype], [1, "float64"]);
+  second.releaseLists();
+  // Released twice: lent once (the guard), not to two routes at once.
+  second.releaseLists();
+  const a = new Route(CUDA0, resolveOptions(undefined));
+  const b = new Route(CUDA0, resolveOptions(undefined));
+  assert.notEqual(a.leaves, b.leaves);
+  assert.notEqual(a.hostData, b.hostData);
+  assert.notEqual(a.leaves as unknown, b.hostData);
+  a.releaseLists();
+  b.releaseLists();
 });

@@ -1,3 +1,4 @@
+import { TensorLayout } from "../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import { deviceCount, disposeAll, setMemoryLimits, startCopy, Tensor } from "../mod.ts";
 import { CPU } from "../src/device.ts";
@@ -52,7 +53,9 @@ function addressPool(): BlockPool {
 
 /** A tensor on `device` bound to a fresh block of `pool` (its one hold); its bytes are never read. */
 function pooledTensor(pool: BlockPool, device: number, bytes = 64): Tensor {
-  const tensor = tensorInternals.create("float32", vectorShape(bytes / 4), device, bytes);
+  const tensor = tensorInternals.create(
+    new TensorLayout("float32", vectorShape(bytes / 4), bytes, device),
+  );
   tensorInternals.bind(tensor, new Storage(pool, pool.acquire(bytes), 1), 0);
   return tensor;
 }

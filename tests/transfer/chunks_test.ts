@@ -1,3 +1,4 @@
+import { TensorLayout } from "../../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import { BlockPool } from "../../src/memory/block_pool.ts";
 import { effectiveAlignment, packCandidates, planPacking } from "../../src/pack_plan.ts";
@@ -185,7 +186,7 @@ Deno.test("placeChunks() for the leaves of another device leaves the route's pen
   // Stand-ins for two small tensors on cuda:0 (placing reads their outputs' sizes only).
   const fromDevice0 = () =>
     [0, 1].map(() => {
-      const tensor = tensorInternals.create("float32", [4], 0, 16);
+      const tensor = tensorInternals.create(new TensorLayout("float32", Object.freeze([4]), 16, 0));
       tensorInternals.bind(tensor, Storage.pending(blocks), 0);
       return tensor;
     });

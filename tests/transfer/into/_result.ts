@@ -5,6 +5,7 @@
  * without a GPU.
  */
 
+import { TensorLayout } from "../../../src/tensor_layout.ts";
 import { BlockPool } from "../../../src/memory/block_pool.ts";
 import { Storage } from "../../../src/memory/storage.ts";
 import { Tensor, tensorInternals } from "../../../src/tensor.ts";
@@ -34,9 +35,21 @@ export function madeResult(): MadeResult {
   const pool = addressPool();
   const chunk = new Storage(pool, pool.acquire(256), 2);
   const own = new Storage(pool, pool.acquire(100), 1);
-  const boxes = tensorInternals.createBound("float32", Object.freeze([2, 4]), CUDA0, 32, chunk, 0);
-  const ids = tensorInternals.createBound("int64", vectorShape(3), CUDA0, 24, chunk, 64);
-  const big = tensorInternals.createBound("uint8", vectorShape(100), CUDA0, 100, own, 0);
+  const boxes = tensorInternals.createBound(
+    new TensorLayout("float32", Object.freeze([2, 4]), 32, CUDA0),
+    chunk,
+    0,
+  );
+  const ids = tensorInternals.createBound(
+    new TensorLayout("int64", vectorShape(3), 24, CUDA0),
+    chunk,
+    64,
+  );
+  const big = tensorInternals.createBound(
+    new TensorLayout("uint8", vectorShape(100), 100, CUDA0),
+    own,
+    0,
+  );
   return { result: { boxes, ids, big, name: "a" }, chunk, own };
 }
 

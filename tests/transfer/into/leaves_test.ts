@@ -1,3 +1,4 @@
+import { TensorLayout } from "../../../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import { Tensor } from "../../../mod.ts";
 import { registerArena, unregisterArena } from "../../../src/arena_index.ts";
@@ -104,8 +105,16 @@ Deno.test("readData records the class code of every leaf it reads, arena tensors
   // view of its own class (a wrong code converted its numbers: 1 → 1.0f).
   const pool = addressPool();
   const chunk = new Storage(pool, pool.acquire(256), 2);
-  const a = tensorInternals.createBound("int32", vectorShape(4), CUDA0, 16, chunk, 0);
-  const b = tensorInternals.createBound("int64", vectorShape(2), CUDA0, 16, chunk, 16);
+  const a = tensorInternals.createBound(
+    new TensorLayout("int32", vectorShape(4), 16, CUDA0),
+    chunk,
+    0,
+  );
+  const b = tensorInternals.createBound(
+    new TensorLayout("int64", vectorShape(2), 16, CUDA0),
+    chunk,
+    16,
+  );
   const result = { a, b };
   const record = buildRecord(result, CUDA0);
   const buffer = new ArrayBuffer(1024);
