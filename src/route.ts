@@ -114,6 +114,8 @@ export class Route implements LeafSink {
   readonly #lastPackers: SequentialPacker[] = [];
   #moving = 0;
   #released = false;
+  // Whether a walk packed the whole chunk: the route then stored no host data.
+  #noHostData = false;
   // The pooled storages of the inputs, once per run of neighbours (see inputStorages).
   readonly #inputStorages: Storage[] = [];
   #lastInputStorage: Storage | undefined;
@@ -329,6 +331,7 @@ export class Route implements LeafSink {
         this.#takeOverArena(taken.arena, taken.storage);
       } else {
         this.packedChunk = taken;
+        this.#noHostData = true;
       }
     }
     const moving = this.#moving;
@@ -345,7 +348,7 @@ export class Route implements LeafSink {
     // (A walk that threw may have stored leaves past #moving.)
     const used = Math.max(this.#moving, this.packedWalk?.count ?? 0);
     returnArray(this.leaves, used);
-    if (this.target !== CPU) returnArray(this.hostData, used);
+    if (this.target !== CPU) returnArray(this.hostData, this.#noHostData ? 0 : used);
     this.h2d.release();
     this.fromArena.release();
     this.d2h.release();

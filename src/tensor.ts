@@ -26,7 +26,7 @@ import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_
 import { pinnedBuffer } from "./memory/pinned_memory.ts";
 import type { Storage } from "./memory/storage.ts";
 import { checkFromArgs } from "./tensor_from_args.ts";
-import { TensorLayout } from "./tensor_layout.ts";
+import { cpuLayout, type TensorLayout } from "./tensor_layout.ts";
 
 /**
  * Whether two shapes have the same dimensions.
@@ -412,11 +412,7 @@ export class Tensor {
    */
   static from(data: TypedArray, shape?: readonly number[], dtype?: DType): Tensor {
     const { type, dims, view } = checkFromArgs(data, shape, dtype);
-    return new Tensor(
-      CONSTRUCT,
-      new TensorLayout(type, Object.freeze(dims), viewByteLength(view), CPU),
-      view,
-    );
+    return new Tensor(CONSTRUCT, cpuLayout(type, dims, viewByteLength(view)), view);
   }
 
   /** Number of elements. */

@@ -14,7 +14,7 @@
  */
 
 import { CODE_BYTES, CODE_DTYPE } from "./array_code.ts";
-import { type DeviceIndex, deviceName } from "./device.ts";
+import { CPU, type DeviceIndex, deviceName } from "./device.ts";
 import { type DType, DTYPE_SIZE } from "./dtype.ts";
 import { vectorShape } from "./vector_shape.ts";
 
@@ -30,6 +30,7 @@ import { vectorShape } from "./vector_shape.ts";
  * assert.equal(cpu.deviceName, "cpu");
  * assert.equal(cpu.on(0).deviceName, "cuda:0");
  * assert.equal(cpu.on(0), cpu.on(0)); // made once
+ * assert.equal(cpu.on(0).on(-1), cpu); // and back
  * assert.equal(cpu.on(0).shape, cpu.shape);
  * ```
  */
@@ -42,18 +43,41 @@ export class TensorLayout {
   readonly byteLength: number;
   /** Device index (-1: the CPU). */
   readonly device: DeviceIndex;
-  /** `"cpu"` or `"cuda:N"`. */
-  readonly deviceName: string;
-  // The same layout on other devices, by device index + 1, made on first use.
-  #onDevice: (TensorLayout | undefined)[] | undefined;
+  // A family is a layout made with `new` (its origin) and the layouts `on`
+  // made from it or its members, one per device: a tensor moved back and
+  // forth between devices keeps to its family, bounded by the device count
+  // (a layout made from each layout would grow a chain per round trip).
+  // Members point to the origin, which alone keeps the others.
+  readonly #origin: TensorLayout | undefined;
+  #family: (TensorLayout | undefined)[] | undefined;
 
   /** A layout; `shape` must be frozen (layouts and tensors share it). */
-  constructor(dtype: DType, shape: readonly number[], byteLength: number, device: DeviceIndex) {
+  constructor(dtype: DType, shape: readonly number[], byteLength: number, device: DeviceIndex);
+  /** @internal A member of `origin`'s family (see {@linkcode TensorLayout.on}). */
+  constructor(
+    dtype: DType,
+    shape: readonly number[],
+    byteLength: number,
+    device: DeviceIndex,
+    origin: TensorLayout,
+  );
+  constructor(
+    dtype: DType,
+    shape: readonly number[],
+    byteLength: number,
+    device: DeviceIndex,
+    origin?: TensorLayout,
+  ) {
     this.dtype = dtype;
     this.shape = shape;
     this.byteLength = byteLength;
     this.device = device;
-    this.deviceName = deviceName(device);
+    this.#origin = origin;
+  }
+
+  /** `"cpu"` or `"cuda:N"` (made once per device). */
+  get deviceName(): string {
+    return DEVICE_NAMES[this.device + 1] ??= deviceName(this.device);
   }
 
   /** Number of elements. */
@@ -61,18 +85,25 @@ export class TensorLayout {
     return this.byteLength / DTYPE_SIZE[this.dtype];
   }
 
-  /** This layout on `device` (itself where it is there already), made once per device. */
+  /** This layout on `device` (itself where it is there already), made once per family and device. */
   on(device: DeviceIndex): TensorLayout {
     if (device === this.device) return this;
-    const table = this.#onDevice ??= [];
-    return table[device + 1] ??= new TensorLayout(
+    const origin = this.#origin ?? this;
+    if (device === origin.device) return origin;
+    // Room for the CPU and three devices before the array grows.
+    const family = origin.#family ??= new Array(4);
+    return family[device + 1] ??= new TensorLayout(
       this.dtype,
       this.shape,
       this.byteLength,
       device,
+      origin,
     );
   }
 }
+
+// Device strings by index + 1, shared by every layout.
+const DEVICE_NAMES: string[] = [];
 
 /** Layouts of one-dimensional tensors on one device, by class code and length (see {@linkcode vectorLayouts}). */
 export type VectorLayouts = (TensorLayout | undefined)[][];
@@ -115,9 +146,19 @@ export function vectorLayout(
   length: number,
   device: DeviceIndex,
 ): TensorLayout {
-  if (length < SHORT_LENGTHS) {
-    return table[code][length] ??= makeVector(code, length, device);
-  }
+  // Small enough to inline at each leaf site; the rest out of line.
+  return (length < SHORT_LENGTHS ? table[code][length] : undefined) ??
+    newVectorLayout(table, code, length, device);
+}
+
+// A layout not in the short table yet, or of a long vector.
+function newVectorLayout(
+  table: VectorLayouts,
+  code: number,
+  length: number,
+  device: DeviceIndex,
+): TensorLayout {
+  if (length < SHORT_LENGTHS) return table[code][length] = makeVector(code, length, device);
   const key = `${device},${code},${length}`;
   let layout = LONG.get(key);
   if (layout === undefined) {
@@ -129,4 +170,66 @@ export function vectorLayout(
 
 function makeVector(code: number, length: number, device: DeviceIndex): TensorLayout {
   return new TensorLayout(CODE_DTYPE[code], vectorShape(length), length * CODE_BYTES[code], device);
+}
+
+// The layouts `Tensor.from` gives, shared by the tensors of the usual
+// meta-data shapes ([n] and [n, k] for small n and k), so that wrapping a
+// batch in tensors allocates no layout per tensor and its copies find
+// their layouts made: by dtype, then k, then n. Past MAX_CPU_LAYOUTS
+// (an adversary's many shapes), layouts are made per tensor.
+const CPU_RANK1: (TensorLayout | undefined)[][] = [];
+const CPU_RANK2: (TensorLayout | undefined)[][][] = [];
+const MAX_RANK1_LENGTH = 4096;
+const MAX_RANK2_ROWS = 1024;
+const MAX_RANK2_COLUMNS = 16;
+const MAX_CPU_LAYOUTS = 1 << 16;
+let cpuLayouts = 0;
+const DTYPE_INDEX = new Map(Object.keys(DTYPE_SIZE).map((dtype, i) => [dtype, i]));
+
+/**
+ * The layout of a CPU tensor of `dtype`, dimensions `dims` (taken over:
+ * frozen if used) and `byteLength`: shared for the usual meta-data shapes
+ * (`[n]`, `[n, k]` with small n and k), else made for this tensor.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { cpuLayout } from "./tensor_layout.ts";
+ * const boxes = cpuLayout("float32", [5, 4], 80);
+ * assert.equal(cpuLayout("float32", [5, 4], 80), boxes);
+ * assert.notEqual(cpuLayout("int32", [5, 4], 80), boxes);
+ * assert.deepEqual([boxes.shape, boxes.deviceName], [[5, 4], "cpu"]);
+ * ```
+ */
+export function cpuLayout(dtype: DType, dims: number[], byteLength: number): TensorLayout {
+  const type = DTYPE_INDEX.get(dtype)!;
+  if (dims.length === 1 && dims[0] < MAX_RANK1_LENGTH) {
+    const table = CPU_RANK1[type] ??= [];
+    return table[dims[0]] ??
+      keep(table, dims[0], new TensorLayout(dtype, vectorShape(dims[0]), byteLength, CPU));
+  }
+  if (dims.length === 2 && dims[0] < MAX_RANK2_ROWS && dims[1] <= MAX_RANK2_COLUMNS) {
+    const table = (CPU_RANK2[type] ??= [])[dims[1]] ??= [];
+    return table[dims[0]] ??
+      keep(table, dims[0], new TensorLayout(dtype, Object.freeze(dims), byteLength, CPU));
+  }
+  return new TensorLayout(dtype, Object.freeze(dims), byteLength, CPU);
+}
+
+// Keeps `layout` at `index` of `table` while fewer than MAX_CPU_LAYOUTS are kept.
+function keep(
+  table: (TensorLayout | undefined)[],
+  index: number,
+  layout: TensorLayout,
+): TensorLayout {
+  if (cpuLayouts < MAX_CPU_LAYOUTS) {
+    cpuLayouts++;
+    table[index] = layout;
+  }
+  return layout;
+}
+
+/** For tests: how many layouts `cpuLayout` and the long vector layouts keep (both bounded). */
+export function keptLayouts(): { cpu: number; longVectors: number } {
+  return { cpu: cpuLayouts, longVectors: LONG.size };
 }

@@ -8,6 +8,9 @@ import { BlockPool } from "../src/memory/block_pool.ts";
 import { Storage } from "../src/memory/storage.ts";
 import { resolveOptions } from "../src/options.ts";
 import { Route } from "../src/route.ts";
+import { type PackedStages, type PackedWalk, resetPackedWalks } from "../src/packed_walk.ts";
+import type { Block } from "../src/memory/block_pool_types.ts";
+import { arrayCodeOf } from "../src/array_code.ts";
 import { tensorInternals } from "../src/tensor.ts";
 import { vectorShape } from "../src/vector_shape.ts";
 import { walk } from "../src/walk/walk.ts";
@@ -374,4 +377,48 @@ Deno.test("a route's leaf and host-data arrays are lent: cleared when its lists 
   assert.notEqual(a.leaves as unknown, b.hostData);
   a.releaseLists();
   b.releaseLists();
+});
+
+/** Blocks of ordinary memory standing in for pinned ones (no pool, no FFI). */
+function ordinaryStages(): PackedStages {
+  const memory = new Map<Block, ArrayBuffer>();
+  return {
+    acquire(bytes) {
+      const block = { address: 0, size: bytes } as Block;
+      memory.set(block, new ArrayBuffer(bytes));
+      return block;
+    },
+    release() {},
+    view: (block, cls) => new cls(memory.get(block)!),
+    viewsByCode: () => [],
+    pinnedPending: () => Storage.pending(addressPool()),
+  };
+}
+
+Deno.test("a route whose walk packed every leaf lends its arrays back with the leaves cleared; one whose walk handed over clears the host data too", () => {
+  resetPackedWalks();
+  for (const handOver of [false, true]) {
+    const pool = addressPool();
+    const route = new Route(
+      CUDA0,
+      resolveOptions(undefined),
+      () => Storage.pending(pool),
+      ordinaryStages(),
+    );
+    const packed = route.packedWalk as PackedWalk;
+    const inputs = [new Float32Array(4), new Uint8Array(3)];
+    // As a compiled plan offers leaves to the walk; a leaf the route gets
+    // through `add` turns the walk off, and the route takes over.
+    for (const leaf of inputs) packed.array(leaf, arrayCodeOf(leaf));
+    if (handOver) route.add(new Int16Array(2), new Int16Array(2), arrayCodeOf(new Int16Array(2)));
+    route.end();
+    assert.equal(route.packedChunk !== undefined, !handOver);
+    const { leaves, hostData } = route;
+    assert.equal(leaves[0], inputs[0]);
+    assert.equal(hostData[0], handOver ? inputs[0] : undefined);
+    route.releaseLists();
+    assert.ok(leaves.every((leaf) => leaf === undefined));
+    assert.ok(hostData.every((data) => data === undefined));
+  }
+  resetPackedWalks();
 });
