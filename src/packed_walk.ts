@@ -93,6 +93,22 @@ export interface ArenaRun {
 const pause = new HandOverPause(2, 64);
 /** The payload of the last walk that packed (the next block is sized from it). */
 let lastPayload = 0;
+/** The leaves of that payload. */
+let lastLeaves = 0;
+
+/**
+ * The largest payload packed during a walk: from about here on, a chunk
+ * is packed after the walk by several threads (staging/parallel_pack.ts)...
+ */
+const PACKED_WALK_MAX_BYTES = 256 * 1024;
+/**
+ * ...unless its leaves are tiny (at most SMALL_LEAF_BYTES each on average,
+ * as the last payload's were): then the threads' work per leaf (an address
+ * and a piece each) costs more than the walk's `set`, and payloads up to
+ * SMALL_LEAVES_MAX_BYTES are packed during the walk.
+ */
+const SMALL_LEAF_BYTES = 64;
+const SMALL_LEAVES_MAX_BYTES = 4 * 1024 * 1024;
 /** Counters for tests and diagnostics. */
 const counts = { packed: 0, handedOver: 0, arenaRuns: 0 };
 const NO_VIEWS: (TypedArray | undefined)[] = [];
@@ -109,7 +125,7 @@ export function packedWalkCounts(): { packed: number; handedOver: number; arenaR
 /** For tests: forgets past walks (failures, the pause after them, the last payload). */
 export function resetPackedWalks(): void {
   pause.reset();
-  lastPayload = 0;
+  lastPayload = lastLeaves = 0;
 }
 
 /**
@@ -181,6 +197,16 @@ export class PackedWalk implements LeafTaker {
   static blockBytes(capacity: number): number {
     if (!pause.next()) return 0;
     return Math.min(capacity, Math.max(64 * 1024, lastPayload + (lastPayload >> 2)));
+  }
+
+  /**
+   * The largest payload a walk may pack (see PACKED_WALK_MAX_BYTES), as
+   * the last payload's leaves were.
+   */
+  static payloadLimit(): number {
+    return lastLeaves > 0 && lastPayload <= SMALL_LEAF_BYTES * lastLeaves
+      ? SMALL_LEAVES_MAX_BYTES
+      : PACKED_WALK_MAX_BYTES;
   }
 
   /** A TypedArray leaf of class `code`. */
@@ -269,6 +295,7 @@ export class PackedWalk implements LeafTaker {
       return { arena, storage: this.#pending! };
     }
     lastPayload = this.end;
+    lastLeaves = this.count;
     const block = this.#block!;
     this.#block = undefined;
     return { block, storage: this.#pending!, bytes: this.end, count: this.count };
@@ -282,7 +309,7 @@ export class PackedWalk implements LeafTaker {
   handOver(): Storage | undefined {
     this.on = false;
     this.#giveBack();
-    if (this.#arena === undefined && this.end > lastPayload) lastPayload = this.end;
+    if (this.#arena === undefined) notePayload(this.end, this.count);
     counts.handedOver++;
     pause.failed();
     return this.#pending;
@@ -356,7 +383,12 @@ export class PackedWalk implements LeafTaker {
   }
 }
 
-/** A walk that packed nothing because the payload outgrew its block: the next one takes `bytes`. */
-export function notePayload(bytes: number): void {
-  if (bytes > lastPayload) lastPayload = bytes;
+/**
+ * A walk that packed nothing because the payload outgrew its block: the
+ * next one takes `bytes` (of `leaves` leaves).
+ */
+export function notePayload(bytes: number, leaves: number): void {
+  if (bytes <= lastPayload) return;
+  lastPayload = bytes;
+  lastLeaves = leaves;
 }

@@ -41,12 +41,6 @@ import type { Leaf, LeafSink } from "./walk/leaf_sink.ts";
 /** A leaf's fields, read at once (reused: no object per leaf). */
 const FIELDS: LeafFields = leafFields();
 
-/**
- * The largest payload packed during a walk: from about here on, a chunk
- * is packed after the walk by several threads (staging/parallel_pack.ts).
- */
-const PACKED_WALK_MAX_BYTES = 256 * 1024;
-
 /** The most leaves a new route's arrays are sized for ahead of its walk. */
 const MAX_CAPACITY_HINT = 1 << 20;
 let capacityHint = 0;
@@ -210,7 +204,7 @@ export class Route implements LeafSink {
     ) {
       const limit = Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes);
       const capacity = PackedWalk.blockBytes(
-        Math.min(options.maxPackedChunkBytes, PACKED_WALK_MAX_BYTES),
+        Math.min(options.maxPackedChunkBytes, PackedWalk.payloadLimit()),
       );
       if (capacity > 0) {
         this.packedWalk = new PackedWalk(
@@ -326,7 +320,7 @@ export class Route implements LeafSink {
       }
       const taken = packed.finish();
       if (taken === undefined) {
-        if (this.packer?.valid) notePayload(this.packer.end);
+        if (this.packer?.valid) notePayload(this.packer.end, this.h2d.length);
       } else if ("arena" in taken) {
         this.#takeOverArena(taken.arena, taken.storage);
       } else {

@@ -13,7 +13,12 @@ import { Storage } from "../src/memory/storage.ts";
 import { pinnedPool } from "../src/memory/pinned_memory.ts";
 import { resolveOptions } from "../src/options.ts";
 import { SequentialPacker } from "../src/pack_plan.ts";
-import { type PackedStages, PackedWalk, resetPackedWalks } from "../src/packed_walk.ts";
+import {
+  notePayload,
+  type PackedStages,
+  PackedWalk,
+  resetPackedWalks,
+} from "../src/packed_walk.ts";
 import { Tensor, tensorInternals } from "../src/tensor.ts";
 import type { TypedArray } from "../src/dtype.ts";
 import { NOT_TAKEN } from "../src/walk/leaf_sink.ts";
@@ -212,4 +217,19 @@ Deno.test({
       assert.equal(columns.fromArena.length, walk.arena === undefined ? 0 : 1);
     }
   },
+});
+
+Deno.test("walks pack up to 256 KB, or up to 4 MB after a payload of tiny leaves (64 bytes a leaf or less)", () => {
+  resetPackedWalks();
+  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
+  notePayload(1_600_000, 100_000); // 16 bytes a leaf
+  assert.equal(PackedWalk.payloadLimit(), 4 * 1024 * 1024);
+  notePayload(4_096_000, 1000); // 4 KB a leaf: a larger payload replaces it
+  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
+  notePayload(64 * 5000, 5000); // smaller than the last: the last stays
+  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
+  resetPackedWalks();
+  notePayload(64 * 5000 + 1, 5000); // just over 64 bytes a leaf
+  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
+  resetPackedWalks();
 });

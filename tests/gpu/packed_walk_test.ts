@@ -107,6 +107,27 @@ Deno.test({
 
 Deno.test({
   name:
+    "packed walks take payloads past 256 KB when their leaves are tiny, and copy them as the plain path does",
+  ignore: !hasGpu,
+  async fn() {
+    // 30,000 leaves of 4-12 bytes (~480 KB at 16-byte alignment): past the
+    // walk's usual limit, under its limit for tiny leaves, which the first
+    // copies' payload opens.
+    const tiny = (seed: number) => () =>
+      Array.from({ length: 30_000 }, (_, i) => float(1 + ((i + seed) % 3), seed * 7 + i));
+    const counts = await compareWithPlain(Array.from({ length: 3 }, (_, seed) => tiny(seed)));
+    assert.equal(counts.packed, 3);
+    assert.equal(counts.handedOver, 0);
+    // Larger leaves of the same payload are left to the threads after the walk.
+    const large = (seed: number) => () =>
+      Array.from({ length: 120 }, (_, i) => float(1024 + i, seed * 7 + i));
+    const largeCounts = await compareWithPlain(Array.from({ length: 2 }, (_, seed) => large(seed)));
+    assert.equal(largeCounts.packed, 0);
+  },
+});
+
+Deno.test({
+  name:
     "a packed walk hands over to the route at a leaf it cannot take, and the copy is the plain path's",
   ignore: !hasGpu,
   async fn() {
