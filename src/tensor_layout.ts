@@ -43,36 +43,35 @@ export class TensorLayout {
   readonly byteLength: number;
   /** Device index (-1: the CPU). */
   readonly device: DeviceIndex;
-  // A family is a layout made with `new` (its origin) and the layouts `on`
-  // made from it or its members, one per device: a tensor moved back and
-  // forth between devices keeps to its family, bounded by the device count
-  // (a layout made from each layout would grow a chain per round trip).
-  // Members point to the origin, which alone keeps the others.
-  readonly #origin: TensorLayout | undefined;
+  // A family is a layout made with `new` and the layouts `on` made from it
+  // or its members, one per device, all sharing one table by device index
+  // + 1: a tensor moved back and forth between devices keeps to its family,
+  // bounded by the device count (a layout made from each layout would grow
+  // a chain per round trip). Two loads from a layout to its kin.
   #family: (TensorLayout | undefined)[] | undefined;
 
   /** A layout; `shape` must be frozen (layouts and tensors share it). */
   constructor(dtype: DType, shape: readonly number[], byteLength: number, device: DeviceIndex);
-  /** @internal A member of `origin`'s family (see {@linkcode TensorLayout.on}). */
+  /** @internal A member of `family` (see {@linkcode TensorLayout.on}). */
   constructor(
     dtype: DType,
     shape: readonly number[],
     byteLength: number,
     device: DeviceIndex,
-    origin: TensorLayout,
+    family: (TensorLayout | undefined)[],
   );
   constructor(
     dtype: DType,
     shape: readonly number[],
     byteLength: number,
     device: DeviceIndex,
-    origin?: TensorLayout,
+    family?: (TensorLayout | undefined)[],
   ) {
     this.dtype = dtype;
     this.shape = shape;
     this.byteLength = byteLength;
     this.device = device;
-    this.#origin = origin;
+    this.#family = family;
   }
 
   /** `"cpu"` or `"cuda:N"` (made once per device). */
@@ -87,17 +86,25 @@ export class TensorLayout {
 
   /** This layout on `device` (itself where it is there already), made once per family and device. */
   on(device: DeviceIndex): TensorLayout {
+    // Small enough to inline at each leaf site; a new member out of line.
     if (device === this.device) return this;
-    const origin = this.#origin ?? this;
-    if (device === origin.device) return origin;
-    // Room for the CPU and three devices before the array grows.
-    const family = origin.#family ??= new Array(4);
-    return family[device + 1] ??= new TensorLayout(
+    return this.#family?.[device + 1] ?? this.#join(device);
+  }
+
+  // A new member of this layout's family, on `device`.
+  #join(device: DeviceIndex): TensorLayout {
+    let family = this.#family;
+    if (family === undefined) {
+      // Room for the CPU and three devices before the array grows.
+      family = this.#family = new Array(4);
+      family[this.device + 1] = this;
+    }
+    return family[device + 1] = new TensorLayout(
       this.dtype,
       this.shape,
       this.byteLength,
       device,
-      origin,
+      family,
     );
   }
 }
