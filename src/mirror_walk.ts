@@ -27,7 +27,7 @@ import { HandOverPause } from "./hand_over_pause.ts";
 import type { Storage } from "./memory/storage.ts";
 import type { TypedArray } from "./dtype.ts";
 import { type Tensor, tensorInternals } from "./tensor.ts";
-import { type LeafTaker, NOT_TAKEN } from "./walk/leaf_sink.ts";
+import { type LeafTaker, NOT_TAKEN, type TakerState } from "./walk/leaf_sink.ts";
 
 /**
  * The widest gap between neighbours of a run on a device: a packed chunk's
@@ -124,6 +124,14 @@ export class MirrorWalk implements LeafTaker {
     this.#outputs = columns.outputs;
     this.#pendingStorage = pending;
     this.#takeOver = takeOver;
+  }
+
+  /**
+   * A plan's walk starts: whether leaves are taken (the pause after
+   * hand-overs is the process's, decided when the route was made).
+   */
+  begin(_state: TakerState): boolean {
+    return this.on;
   }
 
   /** Whether copies back walk this way now (not while a structure keeps failing). */

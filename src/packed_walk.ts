@@ -39,9 +39,9 @@ import {
 import type { Block } from "./memory/block_pool_types.ts";
 import type { Storage } from "./memory/storage.ts";
 import { REJECTED_LEAF, type Tensor, tensorInternals } from "./tensor.ts";
-import { HandOverPause } from "./hand_over_pause.ts";
+import { forgetPackingHistories, PackingHistory } from "./packing_history.ts";
 import { vectorLayout, type VectorLayouts, vectorLayouts } from "./tensor_layout.ts";
-import { type LeafTaker, NOT_TAKEN } from "./walk/leaf_sink.ts";
+import { type LeafTaker, NOT_TAKEN, type TakerState } from "./walk/leaf_sink.ts";
 
 /** Where a packed walk's pinned block comes from (the transfer room, which owns the pools). */
 export interface PackedStages {
@@ -89,26 +89,6 @@ export interface ArenaRun {
   readonly storage: Storage;
 }
 
-// Two hand-overs in a row pause packing during walks for 64 copies.
-const pause = new HandOverPause(2, 64);
-/** The payload of the last walk that packed (the next block is sized from it). */
-let lastPayload = 0;
-/** The leaves of that payload. */
-let lastLeaves = 0;
-
-/**
- * The largest payload packed during a walk: from about here on, a chunk
- * is packed after the walk by several threads (staging/parallel_pack.ts)...
- */
-const PACKED_WALK_MAX_BYTES = 256 * 1024;
-/**
- * ...unless its leaves are tiny (at most SMALL_LEAF_BYTES each on average,
- * as the last payload's were): then the threads' work per leaf (an address
- * and a piece each) costs more than the walk's `set`, and payloads up to
- * SMALL_LEAVES_MAX_BYTES are packed during the walk.
- */
-const SMALL_LEAF_BYTES = 64;
-const SMALL_LEAVES_MAX_BYTES = 4 * 1024 * 1024;
 /** Counters for tests and diagnostics. */
 const counts = { packed: 0, handedOver: 0, arenaRuns: 0 };
 const NO_VIEWS: (TypedArray | undefined)[] = [];
@@ -124,8 +104,7 @@ export function packedWalkCounts(): { packed: number; handedOver: number; arenaR
 
 /** For tests: forgets past walks (failures, the pause after them, the last payload). */
 export function resetPackedWalks(): void {
-  pause.reset();
-  lastPayload = lastLeaves = 0;
+  forgetPackingHistories();
 }
 
 /**
@@ -146,7 +125,10 @@ export class PackedWalk implements LeafTaker {
   readonly #layouts: VectorLayouts;
   readonly #align: number;
   readonly #limit: number;
-  readonly #capacity: number;
+  readonly #chunkLimit: number;
+  // The block size, set by `begin` from the structure's history.
+  #capacity = 0;
+  #history: PackingHistory | undefined;
   readonly #stages: PackedStages;
   readonly #leaves: unknown[];
   readonly #outputs: Tensor[];
@@ -170,7 +152,7 @@ export class PackedWalk implements LeafTaker {
    */
   constructor(
     target: number,
-    { align, limit, capacity }: { align: number; limit: number; capacity: number },
+    { align, limit, chunkLimit }: { align: number; limit: number; chunkLimit: number },
     stages: PackedStages,
     columns: PackedLeaves,
     storage: () => Storage,
@@ -180,7 +162,7 @@ export class PackedWalk implements LeafTaker {
     this.#layouts = vectorLayouts(target);
     this.#align = align;
     this.#limit = limit;
-    this.#capacity = capacity;
+    this.#chunkLimit = chunkLimit;
     this.#fromArena = columns.fromArena;
     this.#arenaOffsets = columns.arenaOffsets;
     this.#stages = stages;
@@ -191,22 +173,26 @@ export class PackedWalk implements LeafTaker {
   }
 
   /**
-   * Whether walks pack now (not while a structure keeps failing), and the
-   * block size to take: the last packed payload with room to grow.
+   * A plan's walk starts: packs unless the structure's walks are paused
+   * (see packing_history.ts), into a block sized from its last payload.
    */
-  static blockBytes(capacity: number): number {
-    if (!pause.next()) return 0;
-    return Math.min(capacity, Math.max(64 * 1024, lastPayload + (lastPayload >> 2)));
+  begin(state: TakerState): boolean {
+    const history = (state.packed ??= new PackingHistory()) as PackingHistory;
+    this.#capacity = history.blockBytes(this.#chunkLimit);
+    if (this.#capacity === 0) {
+      this.on = false;
+      return false;
+    }
+    this.#history = history;
+    return true;
   }
 
   /**
-   * The largest payload a walk may pack (see PACKED_WALK_MAX_BYTES), as
-   * the last payload's leaves were.
+   * The copy's payload, where the walk did not pack it (`bytes` in
+   * `leaves`), for the structure's next walk.
    */
-  static payloadLimit(): number {
-    return lastLeaves > 0 && lastPayload <= SMALL_LEAF_BYTES * lastLeaves
-      ? SMALL_LEAVES_MAX_BYTES
-      : PACKED_WALK_MAX_BYTES;
+  notePayload(bytes: number, leaves: number): void {
+    this.#history?.notePayload(bytes, leaves);
   }
 
   /** A TypedArray leaf of class `code`. */
@@ -287,15 +273,14 @@ export class PackedWalk implements LeafTaker {
       this.#giveBack();
       return undefined;
     }
-    pause.succeeded();
+    this.#history!.succeeded();
     counts.packed++;
     const arena = this.#arena;
     if (arena !== undefined) {
       counts.arenaRuns++;
       return { arena, storage: this.#pending! };
     }
-    lastPayload = this.end;
-    lastLeaves = this.count;
+    this.#history!.notePayload(this.end, this.count);
     const block = this.#block!;
     this.#block = undefined;
     return { block, storage: this.#pending!, bytes: this.end, count: this.count };
@@ -309,9 +294,8 @@ export class PackedWalk implements LeafTaker {
   handOver(): Storage | undefined {
     this.on = false;
     this.#giveBack();
-    if (this.#arena === undefined) notePayload(this.end, this.count);
+    this.#history?.handedOver(this.#arena === undefined ? this.end : 0, this.count);
     counts.handedOver++;
-    pause.failed();
     return this.#pending;
   }
 
@@ -381,14 +365,4 @@ export class PackedWalk implements LeafTaker {
     this.bytes += bytes;
     this.end = offset + bytes;
   }
-}
-
-/**
- * A walk that packed nothing because the payload outgrew its block: the
- * next one takes `bytes` (of `leaves` leaves).
- */
-export function notePayload(bytes: number, leaves: number): void {
-  if (bytes <= lastPayload) return;
-  lastPayload = bytes;
-  lastLeaves = leaves;
 }

@@ -26,7 +26,7 @@ import { borrowList, IndexList, type NumberList, returnList } from "./number_lis
 import type { ResolvedOptions } from "./options.ts";
 import { MAX_PACKED_TENSOR_BYTES, SequentialPacker } from "./pack_plan.ts";
 import { type MirrorRun, MirrorWalk } from "./mirror_walk.ts";
-import { notePayload, type PackedChunk, type PackedStages, PackedWalk } from "./packed_walk.ts";
+import { type PackedChunk, type PackedStages, PackedWalk } from "./packed_walk.ts";
 import type { Storage } from "./memory/storage.ts";
 import { type LeafFields, leafFields, readLeaf } from "./leaf_fields.ts";
 import {
@@ -203,19 +203,14 @@ export class Route implements LeafSink {
       options.usePinnedStaging
     ) {
       const limit = Math.min(MAX_PACKED_TENSOR_BYTES, options.maxPackedChunkBytes);
-      const capacity = PackedWalk.blockBytes(
-        Math.min(options.maxPackedChunkBytes, PackedWalk.payloadLimit()),
+      this.packedWalk = new PackedWalk(
+        target,
+        { align: options.minPackedAlignmentBytes, limit, chunkLimit: options.maxPackedChunkBytes },
+        stages,
+        this,
+        () => pendingStorage(target),
+        () => this.#takeOverPacked(),
       );
-      if (capacity > 0) {
-        this.packedWalk = new PackedWalk(
-          target,
-          { align: options.minPackedAlignmentBytes, limit, capacity },
-          stages,
-          this,
-          () => pendingStorage(target),
-          () => this.#takeOverPacked(),
-        );
-      }
     } else if (
       target === CPU && stages !== undefined && options.packCpuTensors &&
       options.usePinnedStaging && MirrorWalk.active()
@@ -320,7 +315,7 @@ export class Route implements LeafSink {
       }
       const taken = packed.finish();
       if (taken === undefined) {
-        if (this.packer?.valid) notePayload(this.packer.end, this.h2d.length);
+        if (this.packer?.valid) packed.notePayload(this.packer.end, this.h2d.length);
       } else if ("arena" in taken) {
         this.#takeOverArena(taken.arena, taken.storage);
       } else {

@@ -13,12 +13,7 @@ import { Storage } from "../src/memory/storage.ts";
 import { pinnedPool } from "../src/memory/pinned_memory.ts";
 import { resolveOptions } from "../src/options.ts";
 import { SequentialPacker } from "../src/pack_plan.ts";
-import {
-  notePayload,
-  type PackedStages,
-  PackedWalk,
-  resetPackedWalks,
-} from "../src/packed_walk.ts";
+import { type PackedStages, PackedWalk, resetPackedWalks } from "../src/packed_walk.ts";
 import { Tensor, tensorInternals } from "../src/tensor.ts";
 import type { TypedArray } from "../src/dtype.ts";
 import { NOT_TAKEN } from "../src/walk/leaf_sink.ts";
@@ -59,12 +54,14 @@ function walkOf(capacity: number, onTakeOver: () => void = () => {}) {
   const source = stages();
   const walk = new PackedWalk(
     0,
-    { align: 16, limit: 256 * 1024, capacity },
+    { align: 16, limit: 256 * 1024, chunkLimit: capacity },
     source,
     columns,
     () => Storage.pending(pinnedPool),
     onTakeOver,
   );
+  // A structure seen for the first time: its block is the smallest (64 KB), at most `capacity`.
+  assert.ok(walk.begin({}));
   return { walk, columns, source };
 }
 
@@ -217,19 +214,4 @@ Deno.test({
       assert.equal(columns.fromArena.length, walk.arena === undefined ? 0 : 1);
     }
   },
-});
-
-Deno.test("walks pack up to 256 KB, or up to 4 MB after a payload of tiny leaves (64 bytes a leaf or less)", () => {
-  resetPackedWalks();
-  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
-  notePayload(1_600_000, 100_000); // 16 bytes a leaf
-  assert.equal(PackedWalk.payloadLimit(), 4 * 1024 * 1024);
-  notePayload(4_096_000, 1000); // 4 KB a leaf: a larger payload replaces it
-  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
-  notePayload(64 * 5000, 5000); // smaller than the last: the last stays
-  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
-  resetPackedWalks();
-  notePayload(64 * 5000 + 1, 5000); // just over 64 bytes a leaf
-  assert.equal(PackedWalk.payloadLimit(), 256 * 1024);
-  resetPackedWalks();
 });

@@ -406,6 +406,7 @@ Deno.test("a route whose walk packed every leaf lends its arrays back with the l
       ordinaryStages(),
     );
     const packed = route.packedWalk as PackedWalk;
+    assert.ok(packed.begin({})); // as a compiled plan starts its walk
     const inputs = [new Float32Array(4), new Uint8Array(3)];
     // As a compiled plan offers leaves to the walk; a leaf the route gets
     // through `add` turns the walk off, and the route takes over.

@@ -35,8 +35,20 @@ export interface LeafSink {
 /** What a {@linkcode LeafTaker} returns for a leaf it does not take. */
 export const NOT_TAKEN: unique symbol = Symbol("not taken");
 
+/**
+ * What takers learned about one structure, kept with its compiled plan
+ * (each kind of taker under its own key).
+ */
+export type TakerState = Record<string, unknown>;
+
 /** Takes leaves before a sink's `add` (see {@linkcode LeafSink.packedWalk}). */
 export interface LeafTaker {
+  /**
+   * A compiled plan is about to offer leaves; `state` is the plan's (see
+   * {@linkcode TakerState}). False: the taker takes none in this walk
+   * (it turned itself off) and the plan offers none.
+   */
+  begin(state: TakerState): boolean;
   /** A TypedArray leaf of class `code`. */
   array(leaf: TypedArray, code: number): unknown;
   /** A `Tensor` leaf. */

@@ -26,6 +26,7 @@
  */
 
 import type { Tensor } from "../tensor.ts";
+import type { TakerState } from "./leaf_sink.ts";
 
 /** What a plan calls back into: the generic walk and the leaf visit. */
 export interface PlanHooks {
@@ -73,6 +74,8 @@ export interface CompiledPlan {
   misses: number;
   /** Walks the plan covered without a miss (counted by the caller). */
   covered: number;
+  /** What leaf takers learned about the plan's structure (see `LeafTaker.begin`). */
+  readonly takerState: TakerState;
 }
 
 /**

@@ -66,6 +66,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
     matchesRoot: rootCheck(root),
     misses: 0,
     covered: 0,
+    takerState: {},
   };
   const compiled = factory(
     plan,

@@ -50,7 +50,8 @@ export function walk(root: unknown, sink: LeafSink): unknown {
     if (plan) {
       plan.misses = 0;
       try {
-        output = sink.packedWalk === undefined
+        const taker = sink.packedWalk;
+        output = taker === undefined || !taker.begin(plan.takerState)
           ? plan.run(root, [], sink)
           : plan.runPacked(root, [], sink);
       } catch (error) {

@@ -20,7 +20,7 @@ import {
 import { packedWalkCounts, resetPackedWalks } from "../../src/packed_walk.ts";
 import { resetCompiledWalks, useCompiledWalks } from "../../src/walk/plan_cache.ts";
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
-import { hasGpu, plainValues, randomArray } from "./_helpers.ts";
+import { assertRoundTrip, hasGpu, plainValues, randomArray } from "./_helpers.ts";
 
 /** Copies `data` to cuda:0 and back to plain values, with the copy's stats. */
 async function copied(data: unknown): Promise<{ values: unknown; packedTensors: number }> {
@@ -123,6 +123,38 @@ Deno.test({
       Array.from({ length: 120 }, (_, i) => float(1024 + i, seed * 7 + i));
     const largeCounts = await compareWithPlain(Array.from({ length: 2 }, (_, seed) => large(seed)));
     assert.equal(largeCounts.packed, 0);
+  },
+});
+
+Deno.test({
+  name:
+    "a structure that always hands over pauses its own packed walks, not those of another structure copied in the same loop",
+  ignore: !hasGpu,
+  async fn() {
+    resetCompiledWalks();
+    resetPackedWalks();
+    const onDevice = await startCopy(float(9, 1), "cuda:0").get();
+    // A batch that packs, and a structure whose third leaf is already on the device.
+    const batch = () => ({ x: float(4, 1), y: [float(6, 2), float(3, 3)] });
+    const mixed = () => ({ x: float(4, 1), y: [float(6, 2), onDevice] });
+    for (let i = 0; i < 4; i++) {
+      disposeAll(await startCopy(batch(), "cuda:0").get());
+      disposeAll(await startCopy(mixed(), "cuda:0").get());
+    }
+    const before = packedWalkCounts();
+    for (let i = 0; i < 20; i++) {
+      const data = batch();
+      const result = await startCopy(data, "cuda:0").get();
+      assertRoundTrip(data, result, "cuda:0");
+      disposeAll(result);
+      disposeAll(await startCopy(mixed(), "cuda:0").get());
+    }
+    const after = packedWalkCounts();
+    // Every batch copy packed during its walk (with one history for all
+    // structures, the other's hand-overs paused them for 64 copies).
+    assert.equal(after.packed - before.packed, 20);
+    assert.ok(after.handedOver - before.handedOver <= 2, "the other structure pauses itself");
+    disposeAll(onDevice);
   },
 });
 
