@@ -3,9 +3,26 @@ import { disposeAll, setMemoryLimits, startCopy, Tensor } from "../../mod.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
 import { JOB_BYTES } from "../../src/staging/background.ts";
+import { packedWalkCounts } from "../../src/packed_walk.ts";
+import { useCompiledWalks } from "../../src/walk/plan_cache.ts";
 import { bytesOf, hasGpu, randomArray } from "./_helpers.ts";
 
 const gpu = { ignore: !hasGpu };
+
+/**
+ * Runs `body` with the generic walk only: its leaves are staged after the
+ * walk, which is what the tests below change inputs around. (A compiled
+ * walk may pack small leaves as it reads them: later changes then cannot
+ * reach the copy; see the last tests.)
+ */
+async function stagedAfterTheWalk(body: () => Promise<void>): Promise<void> {
+  useCompiledWalks(false);
+  try {
+    await body();
+  } finally {
+    useCompiledWalks(true);
+  }
+}
 
 Deno.test({
   ...gpu,
@@ -86,12 +103,14 @@ for (
         setMemoryLimits({ deviceBytes: deviceInUse + 16 * MiB, waitMs: 10_000 });
         const first = await startCopy([randomArray(Uint8Array, 16 * MiB, 3)], "cuda:0").get();
         const inputs = Array.from({ length: count }, (_, i) => randomArray(Float32Array, 1024, i));
-        const handle = startCopy(inputs, "cuda:0");
-        await new Promise((resolve) => setTimeout(resolve, 20));
-        assert.equal(handle.ready(), false, "the copy must wait for memory");
-        for (const input of inputs) input.buffer.transfer(0);
-        disposeAll(first);
-        await assert.rejects(handle.get(), /detached/);
+        await stagedAfterTheWalk(async () => {
+          const handle = startCopy(inputs, "cuda:0");
+          await new Promise((resolve) => setTimeout(resolve, 20));
+          assert.equal(handle.ready(), false, "the copy must wait for memory");
+          for (const input of inputs) input.buffer.transfer(0);
+          disposeAll(first);
+          await assert.rejects(handle.get(), /detached/);
+        });
       } finally {
         setMemoryLimits(limits);
       }
@@ -134,11 +153,13 @@ for (
             },
           },
         ];
-        await assert.rejects(
-          (async () => disposeAll(await startCopy(input, "cuda:0", options).get()))(),
-          new RegExp(
-            `Cannot copy a tensor of ${bytes} bytes whose buffer was detached or resized during the copy \\(now ${buffer.byteLength} bytes\\)`,
-          ),
+        await stagedAfterTheWalk(() =>
+          assert.rejects(
+            (async () => disposeAll(await startCopy(input, "cuda:0", options).get()))(),
+            new RegExp(
+              `Cannot copy a tensor of ${bytes} bytes whose buffer was detached or resized during the copy \\(now ${buffer.byteLength} bytes\\)`,
+            ),
+          )
         );
         assert.equal(devicePool(0).inUseBytes, deviceInUse);
         assert.equal(pinnedPool.stats().inUseBytes, pinnedInUse);
@@ -228,6 +249,74 @@ Deno.test({
         assert.deepEqual([...(tensor as Tensor).toTypedArray()], new Array(16).fill(9));
       }
       disposeAll([onDevice, back]);
+    }
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "leaves a compiled walk packed as it read them land with the bytes they had, though their buffers are resized or detached later in the walk or while the copy waits",
+  async fn() {
+    const MiB = 1024 * 1024;
+    const make = (resize: () => void) => {
+      const buffer = new ArrayBuffer(64, { maxByteLength: 256 });
+      const tracking = new Float32Array(buffer).fill(1.5); // tracks the buffer's length
+      const plain = randomArray(Float32Array, 16, 5);
+      const expected = [bytesOf(tracking), bytesOf(plain)];
+      return {
+        input: {
+          a: tracking,
+          b: plain,
+          c: {
+            get resize() {
+              resize.call(buffer);
+              return 0;
+            },
+          },
+        },
+        expected,
+        detach: () => [tracking, plain].forEach((leaf) => leaf.buffer.transfer(0)),
+      };
+    };
+    // The structure comes again: its plan is compiled and packs during its walk.
+    for (let i = 0; i < 4; i++) disposeAll(await startCopy(make(() => {}).input, "cuda:0").get());
+    for (
+      const resize of [
+        function (this: ArrayBuffer) {
+          this.resize(128);
+        },
+        function (this: ArrayBuffer) {
+          this.resize(16);
+        },
+      ]
+    ) {
+      const before = packedWalkCounts().packed;
+      const { input, expected } = make(resize);
+      const result = await startCopy(input, "cuda:0").get();
+      assert.equal(packedWalkCounts().packed, before + 1, "packed during the walk");
+      assert.deepEqual([bytesOf(result.a as Tensor), bytesOf(result.b as Tensor)], expected);
+      disposeAll(result);
+    }
+    // Detached while the copy waits for device memory: staged already.
+    const deviceInUse = devicePool(0).inUseBytes;
+    const limits = setMemoryLimits({});
+    try {
+      setMemoryLimits({ deviceBytes: deviceInUse + 16 * MiB, waitMs: 10_000 });
+      const first = await startCopy([randomArray(Uint8Array, 16 * MiB, 3)], "cuda:0").get();
+      const { input, expected, detach } = make(() => {});
+      const before = packedWalkCounts().packed;
+      const handle = startCopy(input, "cuda:0");
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      assert.equal(handle.ready(), false, "the copy must wait for memory");
+      detach();
+      disposeAll(first);
+      const result = await handle.get();
+      assert.equal(packedWalkCounts().packed, before + 1, "packed during the walk");
+      assert.deepEqual([bytesOf(result.a as Tensor), bytesOf(result.b as Tensor)], expected);
+      disposeAll(result);
+    } finally {
+      setMemoryLimits(limits);
     }
   },
 });

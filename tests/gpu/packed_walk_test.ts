@@ -136,7 +136,8 @@ Deno.test({
     const onDevice = await startCopy(float(9, 1), "cuda:0").get();
     // A batch that packs, and a structure whose third leaf is already on the device.
     const batch = () => ({ x: float(4, 1), y: [float(6, 2), float(3, 3)] });
-    const mixed = () => ({ x: float(4, 1), y: [float(6, 2), onDevice] });
+    // (Other keys: a structure of its own, with a plan of its own.)
+    const mixed = () => ({ p: float(4, 1), q: [float(6, 2), onDevice] });
     for (let i = 0; i < 4; i++) {
       disposeAll(await startCopy(batch(), "cuda:0").get());
       disposeAll(await startCopy(mixed(), "cuda:0").get());
