@@ -70,8 +70,14 @@ export interface MirrorLimits {
   readonly chunkLimit: number;
 }
 
-// As the packed walk's: two hand-overs in a row pause mirror walks for 64 copies.
-const pause = new HandOverPause(2, 64);
+// As the packed walk's (packing_history.ts): two hand-overs in a row pause
+// a structure's mirror walks for 64 copies, kept with the structure's plan;
+// pauses made before the last `resetMirrorWalks()` start afresh.
+let epoch = 0;
+interface MirrorHistory {
+  epoch: number;
+  pause: HandOverPause;
+}
 const counts = { taken: 0, handedOver: 0 };
 
 /** How many mirror walks took every leaf, and how many handed over, since the process started. */
@@ -81,7 +87,7 @@ export function mirrorWalkCounts(): { taken: number; handedOver: number } {
 
 /** For tests: forgets past walks (failures and the pause after them). */
 export function resetMirrorWalks(): void {
-  pause.reset();
+  epoch++;
 }
 
 /**
@@ -107,6 +113,8 @@ export class MirrorWalk implements LeafTaker {
   #end = 0;
   #lead = 0;
   #lone = false;
+  // The pause of the structure walked (set by `begin`).
+  #pause: HandOverPause | undefined;
 
   /**
    * A walk within `limits`, writing the route's `leaves` and `outputs`
@@ -127,16 +135,21 @@ export class MirrorWalk implements LeafTaker {
   }
 
   /**
-   * A plan's walk starts: whether leaves are taken (the pause after
-   * hand-overs is the process's, decided when the route was made).
+   * A plan's walk starts: takes leaves unless the structure's mirror walks
+   * are paused after hand-overs (a pause per structure, as the packed
+   * walk's: one structure that hands over pauses no other).
    */
-  begin(_state: TakerState): boolean {
-    return this.on;
-  }
-
-  /** Whether copies back walk this way now (not while a structure keeps failing). */
-  static active(): boolean {
-    return pause.next();
+  begin(state: TakerState): boolean {
+    let history = state.mirror as MirrorHistory | undefined;
+    if (history === undefined || history.epoch !== epoch) {
+      history = state.mirror = { epoch, pause: new HandOverPause(2, 64) };
+    }
+    if (!history.pause.next()) {
+      this.on = false;
+      return false;
+    }
+    this.#pause = history.pause;
+    return true;
   }
 
   /** The device of the leaves taken (the first one's). */
@@ -217,7 +230,7 @@ export class MirrorWalk implements LeafTaker {
       this.#off();
       return undefined;
     }
-    pause.succeeded();
+    this.#pause?.succeeded();
     counts.taken++;
     return {
       source: this.#source,
@@ -234,7 +247,7 @@ export class MirrorWalk implements LeafTaker {
   handOver(): void {
     this.on = false;
     counts.handedOver++;
-    if (!this.#lone) pause.failed();
+    if (!this.#lone) this.#pause?.failed();
   }
 
   /** Turns the walk off: a leaf reached the route another way (see `PackedWalk.stop`). */

@@ -213,7 +213,7 @@ export class Route implements LeafSink {
       );
     } else if (
       target === CPU && stages !== undefined && options.packCpuTensors &&
-      options.usePinnedStaging && MirrorWalk.active()
+      options.usePinnedStaging
     ) {
       this.packedWalk = new MirrorWalk(
         {

@@ -180,24 +180,40 @@ Deno.test("a mirror walk of one leaf hands it over at its end; one of none takes
   assert.equal(takenOver, 1); // nothing to take over
 });
 
-Deno.test("mirror walks pause after two hand-overs in a row (a lone leaf's is none), and the base alignment is the chunks'", () => {
+Deno.test("a structure's mirror walks pause after two hand-overs in a row (a lone leaf's is none), another structure's do not; the base alignment is the chunks'", () => {
   resetMirrorWalks();
   const block = deviceBlock(1 << 20);
+  // The state a structure's compiled plan keeps for its walks.
+  const state = {};
   // Copies back of one tensor each: handed over at the end, never a pause.
   for (let i = 0; i < 3; i++) {
     const { walk } = walkOf(() => walk.handOver());
-    assert.ok(MirrorWalk.active());
+    assert.ok(walk.begin(state));
     walk.tensor(onDevice(block, 0, 8));
     assert.equal(walk.finish(), undefined);
   }
   for (let i = 0; i < 2; i++) {
     const { walk } = walkOf(() => walk.handOver());
-    assert.ok(MirrorWalk.active());
+    assert.ok(walk.begin(state));
     walk.tensor(onDevice(block, 0, 8));
     walk.tensor(onDevice(block, 4, 8)); // out of order
   }
   let paused = 0;
-  while (!MirrorWalk.active()) paused++;
+  while (!walkOf().walk.begin(state)) paused++;
   assert.equal(paused, 63);
+  assert.ok(walkOf().walk.begin({}), "another structure is not paused");
+  // Paused, then forgotten (for tests): the structure walks again.
+  walkOf(() => {}).walk.begin(state);
+  for (let i = 0; i < 2; i++) {
+    const { walk } = walkOf(() => walk.handOver());
+    walk.begin(state);
+    walk.tensor(onDevice(block, 0, 8));
+    walk.tensor(onDevice(block, 4, 8));
+  }
+  const pausedWalk = walkOf().walk;
+  assert.equal(pausedWalk.begin(state), false);
+  assert.equal(pausedWalk.on, false, "a paused walk turns itself off");
+  resetMirrorWalks();
+  assert.ok(walkOf().walk.begin(state));
   assert.equal(MIRROR_BASE_ALIGNMENT, CHUNK_BASE_ALIGNMENT);
 });
