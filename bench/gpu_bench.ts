@@ -39,6 +39,8 @@ import { createBatchMetaData } from "../examples/reference_batch.ts";
 import { collectLeaves } from "../src/walk/collect_leaves.ts";
 import { walk } from "../src/walk/walk.ts";
 import { Route } from "../src/route.ts";
+import { mirrorWalkCounts } from "../src/mirror_walk.ts";
+import { packedWalkCounts } from "../src/packed_walk.ts";
 import { resolveOptions } from "../src/options.ts";
 import { pinnedBuffer, pinnedPool, pinnedView } from "../src/memory/pinned_memory.ts";
 import { devicePool } from "../src/memory/device_memory.ts";
@@ -381,6 +383,7 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
   floor.free();
   const median = rows[rows.length - 2].medianUs;
   breakdown["100000 tiny tensors: ns per tensor"] = (median * 1000) / 100_000;
+  breakdown["packed walks so far (all H2D rows)"] = packedWalkCounts().packed;
   console.log(`100000 tiny tensors: ${((median * 1000) / 100_000).toFixed(1)} ns per tensor`);
 }
 
@@ -391,6 +394,8 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
     t.ptr === null ? 0 : Number(Deno.UnsafePointer.value(t.ptr));
   const landing = pinnedPool.acquire(256 * 1024);
   const d2hFloor = floorCopy(bytesOf(ref16), false);
+  // Whether the copies back were taken during their walks (mirror_walk.ts).
+  const mirrorBefore = mirrorWalkCounts();
   await runCase("ref batch 16 D2H", onDevice, SMALL_ITERATIONS, [
     // A synchronous copy per tensor into pinned memory (the product shim
     // has no pageable device-to-host copy; pinned is the faster of the two).
@@ -405,6 +410,9 @@ await hostToDeviceCase("32 x 8 MB pageable H2D", large8m, LARGE_ITERATIONS);
     [FLOOR, d2hFloor.run],
   ]);
   d2hFloor.free();
+  const mirrorAfter = mirrorWalkCounts();
+  breakdown["D2H: copies back walked as one run"] = mirrorAfter.taken - mirrorBefore.taken;
+  breakdown["D2H: copies back handed over"] = mirrorAfter.handedOver - mirrorBefore.handedOver;
 
   pinnedPool.release(landing);
 
