@@ -124,19 +124,26 @@ export const MAX_PLANS_SOURCE = 16 * 1024 * 1024;
 
 /**
  * The plan of a walk's output: its containers (arrays, plain objects) are
- * the input's, and an instance of `leafClass` stands where each leaf was.
+ * the input's, and an instance of `leafClass` (or a TypedArray) stands
+ * where each leaf was.
  * Arrays get one node for all their elements: the merge of the elements'
  * nodes (elements of different kinds merge to "generic"); a long holey
  * array is a generic node (reading it by index would visit its holes).
  */
 export function planOf(
   output: unknown,
-  { leafClass, visitByKeys }: Pick<PlanHooks, "leafClass" | "visitByKeys">,
+  { leafClass, visitByKeys, leafCode, noCode }: Pick<
+    PlanHooks,
+    "leafClass" | "visitByKeys" | "leafCode" | "noCode"
+  >,
 ): PlanNode {
   let budget = MAX_PLAN_SIZE;
   const node = (value: unknown, depth: number): PlanNode => {
     if (typeof value !== "object" || value === null) return OTHER;
-    if (value instanceof leafClass) return LEAF;
+    // A TypedArray is a leaf too: the output of a sink that leaves the
+    // leaves as they are (a plan with none there let every later walk's
+    // leaves past the packed walk).
+    if (value instanceof leafClass || leafCode(value) !== noCode) return LEAF;
     if (value instanceof Map) return GENERIC;
     const array = Array.isArray(value);
     const proto = array ? Array.prototype : Object.getPrototypeOf(value);

@@ -22,6 +22,25 @@ export function inheritedKeysAdded(): never {
 }
 
 /**
+ * `visitCounting` for a place where the plan saw no leaf (nothing, or a
+ * value of another kind): a leaf found there is a miss too. A plan made
+ * from the output of a walk whose sink put no tensors at the leaves (the
+ * benchmarks' and tests' sinks: numbers, or the arrays themselves) would
+ * otherwise send every leaf of that structure the generic way, past the
+ * packed and mirror walks, unnoticed, and never be replaced.
+ */
+export function visitCountingLeaves(
+  visit: PlanHooks["visit"],
+  { leafClass, leafCode, noCode }: Pick<PlanHooks, "leafClass" | "leafCode" | "noCode">,
+): ReturnType<typeof visitCounting> {
+  const counting = visitCounting(visit);
+  return (value: object, depth: number, ancestors: object[], sink: unknown, plan: CompiledPlan) => {
+    if (value instanceof leafClass || leafCode(value) !== noCode) plan.misses++;
+    return counting(value, depth, ancestors, sink, plan);
+  };
+}
+
+/**
  * The generic walk of an object where the plan expected none (or a leaf),
  * counting a miss when it is a container a plan could compile.
  */

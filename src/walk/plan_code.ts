@@ -103,9 +103,10 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
       }
       case "none":
       case "other":
-        // A container here is a miss: the structure grew past the plan.
+        // A container or a leaf here is a miss: the structure grew past the
+        // plan, or the plan was made from an output with no tensors here.
         lines.push(
-          `${indent}${out} = ${passOr(v, `visitCounting(${v}, ${depth}, anc, sink, plan)`)};`,
+          `${indent}${out} = ${passOr(v, `visitCountingLeaves(${v}, ${depth}, anc, sink, plan)`)};`,
         );
         return;
       case "generic":

@@ -21,7 +21,13 @@ import {
 } from "./plan.ts";
 import { planSource } from "./plan_code.ts";
 import { NOT_TAKEN } from "./leaf_sink.ts";
-import { inheritedKeysAdded, noInheritedKeys, rootCheck, visitCounting } from "./plan_checks.ts";
+import {
+  inheritedKeysAdded,
+  noInheritedKeys,
+  rootCheck,
+  visitCounting,
+  visitCountingLeaves,
+} from "./plan_checks.ts";
 
 /**
  * Compiles `root` into one function (see `planSource`). Undefined where
@@ -41,6 +47,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
       "plan",
       "visit",
       "visitCounting",
+      "visitCountingLeaves",
       "leafData",
       "REJECTED",
       "visitByKeys",
@@ -72,6 +79,7 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
     plan,
     hooks.visit,
     visitCounting(hooks.visit),
+    visitCountingLeaves(hooks.visit, hooks),
     hooks.leafData,
     hooks.rejected,
     hooks.visitByKeys,

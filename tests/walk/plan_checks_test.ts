@@ -5,7 +5,13 @@ import {
   noInheritedKeys,
   rootCheck,
   visitCounting,
+  visitCountingLeaves,
 } from "../../src/walk/plan_checks.ts";
+import { walk } from "../../src/walk/walk.ts";
+import { resetCompiledWalks } from "../../src/walk/plan_cache.ts";
+import { arrayCodeOf, NO_CODE } from "../../src/array_code.ts";
+import { NOT_TAKEN } from "../../src/walk/leaf_sink.ts";
+import { Tensor } from "../../mod.ts";
 
 const LEAF: PlanNode = { kind: "leaf" };
 const OTHER: PlanNode = { kind: "other" };
@@ -112,4 +118,46 @@ Deno.test("rootCheck: a plan whose root is not a container matches nothing", () 
     assert.equal(rootCheck(root)(new Float32Array(1)), false);
     assert.equal(rootCheck(root)(5), false);
   }
+});
+
+Deno.test("visitCountingLeaves counts a leaf where the plan saw none as a miss, as it does a container", () => {
+  const plan = { misses: 0 } as CompiledPlan;
+  const visit = visitCountingLeaves((value) => value, {
+    leafClass: Tensor,
+    leafCode: arrayCodeOf,
+    noCode: NO_CODE,
+  });
+  for (
+    const value of [new Float32Array(2), new Uint8Array(0), Tensor.from(new Int8Array(1)), [], {}]
+  ) {
+    visit(value, 0, [], undefined, plan);
+  }
+  assert.equal(plan.misses, 5);
+  for (const value of [new DataView(new ArrayBuffer(1)), new Date(), new Map()]) {
+    visit(value, 0, [], undefined, plan);
+  }
+  assert.equal(plan.misses, 5);
+});
+
+Deno.test("a plan made from an output with no tensors at the leaves gives way to one that offers them to the packed walk", () => {
+  resetCompiledWalks();
+  const batch = () => [{ a: new Float32Array(3), b: [new Int32Array(2), new Uint8Array(4)] }];
+  // A walk whose sink puts numbers at the leaves (as collectLeaves's
+  // does): its output's structure is compiled with no leaf there.
+  for (let i = 0; i < 6; i++) walk(batch(), { add: () => 1 });
+  let offered = 0;
+  const taker = {
+    // Tensors where the leaves were, as a copy's route puts.
+    add: (leaf: unknown) => Tensor.from(leaf as Float32Array),
+    packedWalk: {
+      begin: () => true,
+      array: () => (offered++, NOT_TAKEN),
+      tensor: () => NOT_TAKEN,
+    },
+  };
+  for (let i = 0; i < 20; i++) walk(batch(), taker);
+  // Without counting those leaves as misses, the first plan ran every walk
+  // and offered nothing.
+  assert.ok(offered > 0, "the leaves reached the packed walk");
+  resetCompiledWalks();
 });

@@ -5,6 +5,7 @@ import { MAX_DEPTH, walk } from "../../src/walk/walk.ts";
 import { planCodeStats } from "../../src/walk/plan_compiler.ts";
 import { MAX_PLAN_DEPTH, MAX_PLAN_SIZE, MAX_PLAN_SOURCE, planOf } from "../../src/walk/plan.ts";
 import { Tensor } from "../../src/tensor.ts";
+import { arrayCodeOf, NO_CODE } from "../../src/array_code.ts";
 import { disposeAll } from "../../src/dispose.ts";
 import { createBatchMetaData, random } from "../../examples/reference_batch.ts";
 import { countingCompiles, sparseArray } from "../_helpers.ts";
@@ -310,10 +311,7 @@ Deno.test("planOf() stops at its size: containers plus keys past MAX_PLAN_SIZE a
 Deno.test("planOf() makes a long holey array a generic node without reading its holes", () => {
   const t = Tensor.from(new Float32Array(1));
   // Its prototype throws after 100 lookups through holes.
-  const node = planOf({ rows: sparseArray([[2 ** 31, t]]), t }, {
-    leafClass: Tensor,
-    visitByKeys,
-  });
+  const node = planOf({ rows: sparseArray([[2 ** 31, t]]), t }, { ...HOOKS, visitByKeys });
   assert.equal(node.kind === "object" && node.values[0].kind, "generic");
 });
 
@@ -461,7 +459,30 @@ Deno.test("a structure compiled again reuses its plan's code", () => {
 });
 
 /** What planOf needs of the hooks: tensors are leaves, no array is holey. */
-const HOOKS = { leafClass: Tensor, visitByKeys: () => false };
+const HOOKS = {
+  leafClass: Tensor,
+  visitByKeys: () => false,
+  leafCode: arrayCodeOf,
+  noCode: NO_CODE,
+};
+
+Deno.test("planOf() takes a TypedArray for a leaf, as it does a tensor (the output of a sink that leaves leaves as they are)", () => {
+  const node = planOf([{ a: new Float32Array(2), b: Tensor.from(new Int8Array(1)) }], HOOKS);
+  assert.deepEqual(node, {
+    kind: "array",
+    element: {
+      kind: "object",
+      keys: ["a", "b"],
+      nullPrototype: false,
+      values: [{ kind: "leaf" }, { kind: "leaf" }],
+    },
+  });
+  assert.equal(planOf([new DataView(new ArrayBuffer(1))], HOOKS).kind, "array");
+  assert.deepEqual(planOf([new DataView(new ArrayBuffer(1))], HOOKS), {
+    kind: "array",
+    element: { kind: "other" },
+  });
+});
 
 Deno.test("planOf() merges array elements into one node and stops at the plan depth", () => {
   const t = Tensor.from(new Float32Array(1));
