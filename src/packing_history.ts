@@ -19,12 +19,14 @@ import { HandOverPause } from "./hand_over_pause.ts";
  */
 const PACKED_WALK_MAX_BYTES = 256 * 1024;
 /**
- * ...unless its leaves are tiny (at most SMALL_LEAF_BYTES each on average,
- * as the last payload's were): then the threads' work per leaf (an address
- * and a piece each) costs more than the walk's `set`, and payloads up to
- * SMALL_LEAVES_MAX_BYTES are packed during the walk.
+ * ...unless its leaves are small (at most SMALL_LEAF_BYTES each on
+ * average, as the last payload's were): then the threads' work per leaf
+ * (an address and a piece each) costs more than the walk's `set`, and
+ * payloads up to SMALL_LEAVES_MAX_BYTES are packed during the walk (on an
+ * H100 host: 100,000 leaves of 8 bytes 0.71×, the 64-sample reference
+ * batch, 271 bytes a leaf, 0.78× of packing them after the walk).
  */
-const SMALL_LEAF_BYTES = 64;
+const SMALL_LEAF_BYTES = 512;
 const SMALL_LEAVES_MAX_BYTES = 4 * 1024 * 1024;
 /** The smallest block a walk takes. */
 const MIN_BLOCK_BYTES = 64 * 1024;
@@ -35,7 +37,7 @@ let epoch = 0;
 /**
  * One structure's packing history.
  *
- * @example A payload of tiny leaves opens larger payloads to the walk
+ * @example A payload of small leaves opens larger payloads to the walk
  * ```ts
  * import assert from "node:assert/strict";
  * import { PackingHistory } from "./packing_history.ts";

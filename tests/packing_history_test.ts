@@ -4,7 +4,7 @@ import { forgetPackingHistories, PackingHistory } from "../src/packing_history.t
 const KB = 1024;
 const MB = 1024 * KB;
 
-Deno.test("a structure's walks pack up to 256 KB, or up to 4 MB after a payload of tiny leaves (64 bytes a leaf or less)", () => {
+Deno.test("a structure's walks pack up to 256 KB, or up to 4 MB after a payload of small leaves (512 bytes a leaf or less)", () => {
   const history = new PackingHistory();
   assert.equal(history.payloadLimit(), 256 * KB);
   history.notePayload(1_600_000, 100_000); // 16 bytes a leaf
@@ -14,7 +14,9 @@ Deno.test("a structure's walks pack up to 256 KB, or up to 4 MB after a payload 
   // The last copy's payload counts, not the largest.
   history.notePayload(1_600_000, 100_000);
   assert.equal(history.payloadLimit(), 4 * MB);
-  history.notePayload(64 * 5000 + 1, 5000); // just over 64 bytes a leaf
+  history.notePayload(512 * 5000, 5000); // 512 bytes a leaf
+  assert.equal(history.payloadLimit(), 4 * MB);
+  history.notePayload(512 * 5000 + 1, 5000); // just over 512 bytes a leaf
   assert.equal(history.payloadLimit(), 256 * KB);
 });
 
