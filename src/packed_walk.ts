@@ -145,10 +145,12 @@ export class PackedWalk implements LeafTaker {
 
   /**
    * A walk to device `target` placing leaves at multiples of `align` (a
-   * power of two, at least 8) up to `capacity` bytes, each of at most
-   * `limit` bytes, into the route's `leaves` and `outputs` columns from
-   * index 0; `storage` makes the chunk's pending storage; `takeOver` is
-   * called when the walk turns off with leaves taken (see `handOver`).
+   * power of two, at least 8), each of at most `limit` bytes, into a block
+   * of at most `chunkLimit` bytes (its size set by `begin`, from the
+   * structure's history), recording them in the route's `leaves` and
+   * `outputs` columns from index 0; `storage` makes the chunk's pending
+   * storage; `takeOver` is called when the walk turns off with leaves taken
+   * (see `handOver`).
    */
   constructor(
     target: number,

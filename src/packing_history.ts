@@ -69,17 +69,18 @@ export class PackingHistory {
   /**
    * Counts a copy; the block size its walk takes (the last payload with
    * room to grow, at most `chunkLimit` and the payload limit), or 0 while
-   * the structure's walks are paused.
+   * the structure's walks are paused, and where the last payload exceeded
+   * either limit (the walk could only fill a block, hand over and give it
+   * back; the route notes each copy's payload, so a payload that shrinks
+   * opens the walk again).
    */
   blockBytes(chunkLimit: number): number {
     this.#fresh();
     if (!this.#pause.next()) return 0;
     const last = this.#lastPayload;
-    return Math.min(
-      chunkLimit,
-      this.payloadLimit(),
-      Math.max(MIN_BLOCK_BYTES, last + (last >> 2)),
-    );
+    const limit = Math.min(chunkLimit, this.payloadLimit());
+    if (last > limit) return 0;
+    return Math.min(limit, Math.max(MIN_BLOCK_BYTES, last + (last >> 2)));
   }
 
   /** The copy's payload was `bytes` in `leaves` leaves. */

@@ -315,7 +315,8 @@ export class Route implements LeafSink {
       }
       const taken = packed.finish();
       if (taken === undefined) {
-        if (this.packer?.valid) packed.notePayload(this.packer.end, this.h2d.length);
+        // (The packer's members: leaves too large to pack are in neither count.)
+        if (this.packer?.valid) packed.notePayload(this.packer.end, this.packer.members.length);
       } else if ("arena" in taken) {
         this.#takeOverArena(taken.arena, taken.storage);
       } else {

@@ -26,11 +26,24 @@ Deno.test("the block is the last payload with a quarter to grow, at least 64 KB,
   assert.equal(history.blockBytes(16 * KB), 16 * KB);
   history.notePayload(100 * KB, 400);
   assert.equal(history.blockBytes(32 * MB), 125 * KB);
-  history.notePayload(300 * KB, 400); // large leaves: the 256 KB limit
+  history.notePayload(250 * KB, 400); // large leaves: the 256 KB limit
   assert.equal(history.blockBytes(32 * MB), 256 * KB);
   history.notePayload(1_600_000, 100_000);
   assert.equal(history.blockBytes(32 * MB), 2_000_000);
-  assert.equal(history.blockBytes(MB), MB);
+  assert.equal(history.blockBytes(1_700_000), 1_700_000);
+});
+
+Deno.test("a payload past the limits gets no block: the walk would only fill it and hand over, until a payload fits again", () => {
+  const history = new PackingHistory();
+  history.notePayload(300 * KB, 400); // 768 bytes a leaf: the 256 KB limit
+  assert.equal(history.blockBytes(32 * MB), 0);
+  history.notePayload(1_600_000, 100_000); // tiny leaves: under 4 MB
+  assert.equal(history.blockBytes(MB), 0, "over the chunk limit");
+  assert.equal(history.blockBytes(32 * MB), 2_000_000);
+  history.notePayload(5 * MB, 100_000); // over 4 MB
+  assert.equal(history.blockBytes(32 * MB), 0);
+  history.notePayload(200 * KB, 400); // it shrank: the walk packs again
+  assert.equal(history.blockBytes(32 * MB), 250 * KB);
 });
 
 Deno.test("two hand-overs in a row pause a structure's walks for 64 copies; a walk off at its first leaf does not count", () => {

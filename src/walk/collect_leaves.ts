@@ -20,6 +20,9 @@ import { walk } from "./walk.ts";
  */
 export function collectLeaves(root: unknown): Leaf[] {
   const leaves: Leaf[] = [];
-  walk(root, { add: (leaf) => leaves.push(leaf) });
+  // The sink puts each leaf back where it was: the plan compiled from this
+  // output then has leaves there (numbers in their place made a plan that
+  // missed on every walk, recompiled, and pushed other plans out).
+  walk(root, { add: (leaf) => (leaves.push(leaf), leaf) });
   return leaves;
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Tensor } from "../../mod.ts";
 import { collectLeaves } from "../../src/walk/collect_leaves.ts";
+import { planStats, resetCompiledWalks } from "../../src/walk/plan_cache.ts";
 
 Deno.test("collectLeaves lists TypedArray and Tensor leaves in walk order, nothing else", () => {
   const a = new Float32Array(2);
@@ -31,4 +32,23 @@ Deno.test("collectLeaves rejects what the walk rejects, with the walk's errors",
   const detached = new Float32Array(4);
   detached.buffer.transfer();
   assert.throws(() => collectLeaves({ x: [detached] }), { name: "TypeError", message: /x\[0\]/ });
+});
+
+Deno.test("collectLeaves of a repeated structure compiles its plan once, and the plan covers every walk after it", () => {
+  resetCompiledWalks();
+  const batch = [{
+    a: new Float32Array(2),
+    b: [new Int8Array(1), Tensor.from(new Uint16Array(3))],
+  }];
+  for (let i = 0; i < 10; i++) collectLeaves(batch);
+  const compiled = planStats().compiled;
+  for (let i = 0; i < 200; i++) {
+    assert.equal(collectLeaves(batch).length, 3);
+    assert.ok(planStats().lastPlanned, `walk ${i} ran the plan`);
+    assert.equal(planStats().lastMisses, 0, `walk ${i} missed nothing`);
+  }
+  // Before, its sink put numbers where the leaves were: each walk missed,
+  // and the structure was compiled again and again.
+  assert.equal(planStats().compiled, compiled);
+  resetCompiledWalks();
 });
