@@ -23,7 +23,7 @@
  */
 
 import { CPU } from "./device.ts";
-import { HandOverPause } from "./hand_over_pause.ts";
+import { forgetPackingHistories, PackingHistory } from "./packing_history.ts";
 import type { Storage } from "./memory/storage.ts";
 import type { TypedArray } from "./dtype.ts";
 import { type Tensor, tensorInternals } from "./tensor.ts";
@@ -70,14 +70,9 @@ export interface MirrorLimits {
   readonly chunkLimit: number;
 }
 
-// As the packed walk's (packing_history.ts): two hand-overs in a row pause
-// a structure's mirror walks for 64 copies, kept with the structure's plan;
-// pauses made before the last `resetMirrorWalks()` start afresh.
-let epoch = 0;
-interface MirrorHistory {
-  epoch: number;
-  pause: HandOverPause;
-}
+// As the packed walk's: two hand-overs in a row pause a structure's mirror
+// walks for 64 copies, kept with the structure's plan (a PackingHistory of
+// their own, whose payload they do not use).
 const counts = { taken: 0, handedOver: 0 };
 
 /** How many mirror walks took every leaf, and how many handed over, since the process started. */
@@ -85,9 +80,9 @@ export function mirrorWalkCounts(): { taken: number; handedOver: number } {
   return { ...counts };
 }
 
-/** For tests: forgets past walks (failures and the pause after them). */
+/** For tests: forgets past walks (failures and the pause after them; packed walks' too). */
 export function resetMirrorWalks(): void {
-  epoch++;
+  forgetPackingHistories();
 }
 
 /**
@@ -113,8 +108,8 @@ export class MirrorWalk implements LeafTaker {
   #end = 0;
   #lead = 0;
   #lone = false;
-  // The pause of the structure walked (set by `begin`).
-  #pause: HandOverPause | undefined;
+  // The history of the structure walked (set by `begin`).
+  #history: PackingHistory | undefined;
 
   /**
    * A walk within `limits`, writing the route's `leaves` and `outputs`
@@ -140,15 +135,12 @@ export class MirrorWalk implements LeafTaker {
    * walk's: one structure that hands over pauses no other).
    */
   begin(state: TakerState): boolean {
-    let history = state.mirror as MirrorHistory | undefined;
-    if (history === undefined || history.epoch !== epoch) {
-      history = state.mirror = { epoch, pause: new HandOverPause(2, 64) };
-    }
-    if (!history.pause.next()) {
+    const history = (state.mirror ??= new PackingHistory()) as PackingHistory;
+    if (!history.walks()) {
       this.on = false;
       return false;
     }
-    this.#pause = history.pause;
+    this.#history = history;
     return true;
   }
 
@@ -230,7 +222,7 @@ export class MirrorWalk implements LeafTaker {
       this.#off();
       return undefined;
     }
-    this.#pause?.succeeded();
+    this.#history?.succeeded();
     counts.taken++;
     return {
       source: this.#source,
@@ -247,7 +239,7 @@ export class MirrorWalk implements LeafTaker {
   handOver(): void {
     this.on = false;
     counts.handedOver++;
-    if (!this.#lone) this.#pause?.failed();
+    if (!this.#lone) this.#history?.failed();
   }
 
   /** Turns the walk off: a leaf reached the route another way (see `PackedWalk.stop`). */

@@ -1,7 +1,8 @@
 /**
  * What the packed walks of one structure (one compiled plan) learned: the
  * last payload, which sizes the next walk's block and limit, and the pause
- * after hand-overs in a row.
+ * after hand-overs in a row (which mirror walks keep the same way, in a
+ * history of their own).
  *
  * Kept per structure, not per process: a loop that copies its batch (which
  * packs) and another structure that always hands over (a leaf already on
@@ -75,8 +76,7 @@ export class PackingHistory {
    * opens the walk again).
    */
   blockBytes(chunkLimit: number): number {
-    this.#fresh();
-    if (!this.#pause.next()) return 0;
+    if (!this.walks()) return 0;
     const last = this.#lastPayload;
     const limit = Math.min(chunkLimit, this.payloadLimit());
     if (last > limit) return 0;
@@ -88,6 +88,12 @@ export class PackingHistory {
     this.#fresh();
     this.#lastPayload = bytes;
     this.#lastLeaves = leaves;
+  }
+
+  /** Counts a copy; whether its walk may run (not while the structure's walks are paused). */
+  walks(): boolean {
+    this.#fresh();
+    return this.#pause.next();
   }
 
   /** A walk took every leaf: the run of hand-overs ends. */
@@ -105,7 +111,13 @@ export class PackingHistory {
     if (bytes > this.#lastPayload) this.notePayload(bytes, leaves);
     // A walk off at its first leaf (one too large, on a device, ...) wasted
     // nothing: no reason to pause.
-    if (leaves > 0) this.#pause.failed();
+    if (leaves > 0) this.failed();
+  }
+
+  /** A walk handed over: two in a row pause the structure's walks. */
+  failed(): void {
+    this.#fresh();
+    this.#pause.failed();
   }
 
   #fresh(): void {

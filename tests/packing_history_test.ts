@@ -89,3 +89,15 @@ Deno.test("forgetPackingHistories starts every history afresh", () => {
   assert.equal(history.payloadLimit(), 256 * KB);
   assert.equal(history.blockBytes(32 * MB), 64 * KB);
 });
+
+Deno.test("failed() counts a hand-over whatever the walk took (a mirror walk's), and walks() says whether the next walk runs", () => {
+  const history = new PackingHistory();
+  assert.ok(history.walks());
+  history.failed();
+  assert.ok(history.walks());
+  history.failed();
+  let paused = 0;
+  while (!history.walks()) paused++;
+  assert.equal(paused, 63);
+  assert.equal(history.payloadLimit(), 256 * KB, "no payload noted");
+});
