@@ -53,7 +53,19 @@ export interface IntoRecord {
   readonly groupArena: (ArenaMemory | undefined)[];
   readonly groupDelta: Float64Array;
   readonly groupState: Uint8Array;
+  /**
+   * The leaves the last complete read took on its common path (each a
+   * TypedArray or CPU tensor that fit, with host bytes), by position;
+   * {@linkcode NOT_KNOWN} elsewhere. While `knownComplete`, the columns
+   * above hold what that read found for them (leaves.ts says why that is
+   * enough).
+   */
+  readonly known: unknown[];
+  knownComplete: boolean;
 }
+
+/** In `IntoRecord.known`: a position whose leaf the last read did not take on its common path. */
+export const NOT_KNOWN: unique symbol = Symbol("not known");
 
 /** A group's state in one copy: no leaf with bytes seen yet. */
 export const UNSET = 0;
@@ -142,6 +154,8 @@ export function buildRecord(result: object, device: number): IntoRecord {
     groupArena: new Array(groups.length).fill(undefined),
     groupDelta: new Float64Array(groups.length),
     groupState: new Uint8Array(groups.length),
+    known: new Array(n).fill(NOT_KNOWN),
+    knownComplete: false,
   };
 }
 

@@ -2,7 +2,7 @@ import { TensorLayout } from "../../../src/tensor_layout.ts";
 import assert from "node:assert/strict";
 import { Tensor } from "../../../mod.ts";
 import { registerArena, unregisterArena } from "../../../src/arena_index.ts";
-import { readData } from "../../../src/transfer/into/leaves.ts";
+import { readCounts, readData } from "../../../src/transfer/into/leaves.ts";
 import { buildRecord, DIRECT, PACK } from "../../../src/transfer/into/record.ts";
 import { arrayCodeOf } from "../../../src/array_code.ts";
 import { Storage } from "../../../src/memory/storage.ts";
@@ -133,4 +133,127 @@ Deno.test("readData records the class code of every leaf it reads, arena tensors
   } finally {
     unregisterArena(buffer);
   }
+});
+
+Deno.test("readData: the same leaves as the last read are not read again, their bytes still checked", () => {
+  const { result } = madeResult();
+  const record = buildRecord(result, CUDA0);
+  const data = fittingData();
+  readData(record, data, result);
+  const before = { ...readCounts };
+  readData(record, data, result);
+  assert.equal(readCounts.same, before.same + 1);
+  // A leaf disposed, or detached, since: read in full, and refused.
+  data.boxes.dispose();
+  assert.throws(() => readData(record, data, result), /disposed tensor at \$\.boxes/);
+  data.boxes = Tensor.from(new Float32Array(8), [2, 4]);
+  readData(record, data, result);
+  const buffer = data.ids.buffer as ArrayBuffer;
+  structuredClone(buffer, { transfer: [buffer] });
+  assert.throws(() => readData(record, data, result), /detached or shrunk ArrayBuffer at \$\.ids/);
+  assert.equal(readCounts.same, before.same + 1);
+});
+
+// The differential test of that path: one record kept across rounds (the
+// path above, where the leaves repeat) against a record made afresh each
+// round (the full read), on the same data, changed between rounds in the
+// ways a user can change it.
+Deno.test("readData: a kept record reads as a fresh one, round after round of changed data", () => {
+  let seed = 20261124;
+  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
+  const { result } = madeResult();
+  const kept = buildRecord(result, CUDA0);
+  const arenaBuffer = new ArrayBuffer(4096);
+  const arena = { address: 1 << 30, hold() {}, release() {} };
+  registerArena(arenaBuffer, arena);
+  const resizable = () => new ArrayBuffer(100, { maxByteLength: 512 });
+  // Each leaf's buffer (a disposed tensor no longer gives its own).
+  const buffers = new WeakMap<object, ArrayBuffer>();
+  const t = (view: Float32Array | BigInt64Array | Uint8Array, shape?: number[]) => {
+    const tensor = Tensor.from(view, shape);
+    buffers.set(tensor, view.buffer as ArrayBuffer);
+    return tensor;
+  };
+  // Candidates for each leaf: at the places the result has (boxes at 0, ids
+  // at 64: the arena's distance 256) and elsewhere; tensors and arrays;
+  // length-tracking views of resizable buffers; misfits.
+  const boxes = () =>
+    pick([
+      () => t(new Float32Array(arenaBuffer, 256, 8), [2, 4]),
+      () => t(new Float32Array(arenaBuffer, 1024, 8), [2, 4]),
+      () => t(new Float32Array(8), [2, 4]),
+      () => t(new Float32Array(resizable()).subarray(0, 8), [2, 4]),
+      () => t(new Float32Array(8), [4, 2]),
+      () => new Float32Array(8),
+    ])();
+  const ids = () =>
+    pick([
+      () => new BigInt64Array(arenaBuffer, 320, 3),
+      () => new BigInt64Array(arenaBuffer, 328, 3),
+      () => new BigInt64Array(3),
+      () => t(new BigInt64Array(arenaBuffer, 320, 3)),
+      () => new BigUint64Array(3),
+    ])();
+  const big = () =>
+    pick([
+      () => new Uint8Array(100),
+      () => new Uint8Array(resizable()),
+      () => t(new Uint8Array(resizable())),
+      () => new Uint8Array(arenaBuffer, 2048, 100),
+      () => new Uint8Array(99),
+    ])();
+  const data: Record<string, unknown> = { boxes: boxes(), ids: ids(), big: big(), name: "b" };
+  const bufferOf = (leaf: unknown) =>
+    buffers.get(leaf as object) ?? (leaf as Uint8Array).buffer as ArrayBuffer;
+  const outcome = (record: ReturnType<typeof buildRecord>) => {
+    try {
+      const passes = readData(record, data, result);
+      return {
+        passes,
+        views: [...record.views],
+        codes: [...record.codes],
+        state: [...record.groupState],
+        // (What a packed group's columns hold is not read.)
+        direct: [...record.groupState].map((state, g) =>
+          state === DIRECT ? [record.groupArena[g], record.groupDelta[g]] : undefined
+        ),
+      };
+    } catch (error) {
+      return { error: `${(error as Error).constructor.name}: ${(error as Error).message}` };
+    }
+  };
+  const start = { ...readCounts };
+  try {
+    for (let round = 0; round < 3000; round++) {
+      const key = pick(["boxes", "ids", "big"]);
+      const change = rand();
+      if (change < 0.45) {
+        // Unchanged: the kept record's leaves repeat.
+      } else if (change < 0.75) {
+        data[key] = key === "boxes" ? boxes() : key === "ids" ? ids() : big();
+      } else if (change < 0.82) {
+        const leaf = data[key];
+        if (leaf instanceof Tensor) leaf.dispose();
+      } else if (change < 0.9) {
+        const buffer = bufferOf(data[key]);
+        if (buffer !== arenaBuffer && buffer.byteLength > 0) {
+          structuredClone(buffer, { transfer: [buffer] });
+        }
+      } else {
+        // Shrunk or grown under a length-tracking view (or a fixed one).
+        const buffer = bufferOf(data[key]);
+        if (buffer.resizable && !buffer.detached) buffer.resize(pick([8, 64, 99, 100, 101, 400]));
+      }
+      const fresh = buildRecord(result, CUDA0);
+      assert.deepEqual(outcome(kept), outcome(fresh), `round ${round}`);
+    }
+  } finally {
+    unregisterArena(arenaBuffer);
+  }
+  // Both paths ran, many times.
+  assert.ok(readCounts.same - start.same > 300, `${readCounts.same - start.same} same`);
+  assert.ok(readCounts.full - start.full > 3000, `${readCounts.full - start.full} full`);
+  // Bounded: one entry per leaf position, whatever the rounds.
+  assert.equal(kept.known.length, 3);
 });
