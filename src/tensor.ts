@@ -141,7 +141,30 @@ export interface TensorInternals {
   packedOutput(tensor: Tensor, device: DeviceIndex, storage: Storage, offset: number): Tensor;
   /** The host arena a CPU tensor's data lies in, if any (found when the tensor was made). */
   arena(tensor: Tensor): ArenaMemory | undefined;
+  /**
+   * Starts a disposal of many tensors (`disposeAll` by a compiled plan):
+   * each `disposeInBatch` marks its tensor disposed at once, and the holds
+   * its storage loses are counted and dropped together, one call per run
+   * of tensors in one storage (a copy's 528 outputs lie in one) rather
+   * than one per tensor. `endDisposal` drops what is still counted; call
+   * it in a `finally`.
+   */
+  beginDisposal(): DisposalBatch;
+  /** `tensor.dispose()` (no `after`), its storage's hold counted in `batch`. */
+  disposeInBatch(tensor: Tensor, batch: DisposalBatch): void;
+  /** Drops the holds `batch` still counts; the batch may be reused after. */
+  endDisposal(batch: DisposalBatch): void;
 }
+
+/** The holds of one storage that a disposal has counted and not yet dropped. */
+export interface DisposalBatch {
+  storage: Storage | undefined;
+  count: number;
+}
+
+// The batch of the next disposal (none while one is in use: a getter may
+// start a disposal during another).
+let freeBatch: DisposalBatch | undefined = { storage: undefined, count: 0 };
 
 /**
  * Filled in by `Tensor`'s static block, so that its functions reach the
@@ -324,6 +347,38 @@ export class Tensor {
         : Tensor.#fixLength(tensor, data);
     };
     tensorInternals.arena = (tensor) => Tensor.#arenaOf(tensor);
+    tensorInternals.beginDisposal = () => {
+      const batch = freeBatch ?? { storage: undefined, count: 0 };
+      freeBatch = undefined;
+      return batch;
+    };
+    tensorInternals.endDisposal = (batch) => {
+      const storage = batch.storage;
+      if (storage !== undefined) {
+        batch.storage = undefined;
+        storage.releaseHolds(batch.count);
+      }
+      freeBatch = batch;
+    };
+    tensorInternals.disposeInBatch = (tensor, batch) => {
+      if (tensor.#slot === DISPOSED) return;
+      const memory = tensor.#memory;
+      tensor.#slot = DISPOSED;
+      tensor.#memory = undefined;
+      if (tensor.#data !== undefined) {
+        tensor.#data = undefined;
+        return;
+      }
+      if (memory === undefined) return;
+      if (memory === batch.storage) {
+        batch.count++;
+      } else {
+        const previous = batch.storage;
+        batch.storage = memory as Storage;
+        if (previous !== undefined) previous.releaseHolds(batch.count);
+        batch.count = 1;
+      }
+    };
     tensorInternals.walkData = (tensor) => {
       if (tensor.#slot === DISPOSED) return REJECTED_LEAF;
       const data = tensor.#data;

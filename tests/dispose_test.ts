@@ -178,3 +178,73 @@ Deno.test("disposeAll() disposes a long holey array's elements, not its named pr
     assert.deepEqual([element.disposed, named.disposed], [true, false], JSON.stringify(name));
   }
 });
+
+/** Tensors bound to two made-up storages: `count` in `a`, one of which shares its hold with `extra`. */
+async function boundTensors(count: number) {
+  const { BlockPool } = await import("../src/memory/block_pool.ts");
+  const { Storage } = await import("../src/memory/storage.ts");
+  const { tensorInternals } = await import("../src/tensor.ts");
+  const { TensorLayout } = await import("../src/tensor_layout.ts");
+  const { vectorShape } = await import("../src/vector_shape.ts");
+  let next = 1 << 20;
+  const pool = new BlockPool({ alloc: (bytes) => (next += bytes + 4096) - bytes, free() {} });
+  const layout = new TensorLayout("float32", vectorShape(1), 4, 0);
+  const a = new Storage(pool, pool.acquire(4096), count);
+  const b = new Storage(pool, pool.acquire(4096), 2);
+  const inA = Array.from(
+    { length: count },
+    (_, i) => tensorInternals.createBound(layout, a, 16 * i),
+  );
+  const inB = [0, 1].map((i) => tensorInternals.createBound(layout, b, 16 * i));
+  // Another tensor over a's memory, with its own hold.
+  const extra = tensorInternals.share(inA[0]);
+  return { pool, a, b, inA, inB, extra };
+}
+
+Deno.test("disposeAll() by a compiled plan drops each storage's holds together, as one dispose() per tensor would", async () => {
+  const { walk } = await import("../src/walk/walk.ts");
+  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
+  const { a, b, inA, inB, extra, pool } = await boundTensors(6);
+  // Runs of tensors of one storage, interleaved with the other's, and one tensor twice.
+  const result = [
+    { x: inA[0], y: inA[1], z: inB[0] },
+    { x: inA[2], y: inB[1], z: inA[3] },
+    { x: inA[4], y: inA[4], z: inA[5] },
+  ];
+  forgetPlans();
+  walk(result, { add: (leaf: unknown) => leaf });
+  walk(result, { add: (leaf: unknown) => leaf });
+  assert.equal(planStats().kept, 1);
+  disposeAll(result);
+  assert.ok([...inA, ...inB].every((tensor) => tensor.disposed));
+  assert.equal(b.released, true);
+  // a keeps the hold of the tensor sharing its memory, and only that one.
+  assert.equal(a.holds, 1);
+  extra.dispose();
+  assert.equal(a.released, true);
+  assert.equal(pool.stats().inUseBytes, 0);
+});
+
+Deno.test("disposeAll() by a compiled plan: where a getter throws midway, the tensors disposed before it lose their holds", async () => {
+  const { walk } = await import("../src/walk/walk.ts");
+  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
+  const { a, inA, extra } = await boundTensors(4);
+  const result: Record<string, unknown>[] = [{ x: inA[0], y: inA[1] }, { x: inA[2], y: inA[3] }];
+  forgetPlans();
+  walk(result, { add: (leaf: unknown) => leaf });
+  walk(result, { add: (leaf: unknown) => leaf });
+  assert.equal(planStats().kept, 1);
+  Object.defineProperty(result[1], "y", {
+    enumerable: true,
+    get() {
+      throw new Error("getter");
+    },
+  });
+  assert.throws(() => disposeAll(result), /getter/);
+  assert.deepEqual(inA.map((tensor) => tensor.disposed), [true, true, true, false]);
+  // The three disposed tensors' holds dropped; the fourth's and extra's kept.
+  assert.equal(a.holds, 2);
+  inA[3].dispose();
+  extra.dispose();
+  assert.equal(a.released, true);
+});

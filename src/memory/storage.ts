@@ -84,6 +84,20 @@ export class Storage {
     this.#refs++;
   }
 
+  /**
+   * Drops `count` holds at once (a disposal of many of its tensors), as
+   * `count` calls of {@linkcode Storage.release} would (those past the
+   * last hold do nothing); the last one returns the block to its pool.
+   */
+  releaseHolds(count: number): void {
+    if (this.#refs === 0 || count <= 0) return;
+    this.#refs = Math.max(0, this.#refs - count);
+    if (this.#refs === 0) {
+      registry.unregister(this);
+      this.#pool.release(this.#block);
+    }
+  }
+
   /** Drops a hold; the last one returns the block to its pool. */
   release(): void {
     if (this.#refs === 0) return;

@@ -50,6 +50,12 @@ export interface PlanHooks {
   rejected: unknown;
   /** The class of the leaves a plan checks for inline. */
   leafClass: typeof Tensor;
+  /** Disposes a leaf, its storage's hold counted in `batch` (`tensorInternals.disposeInBatch`). */
+  disposeLeaf(tensor: Tensor, batch: unknown): void;
+  /** A batch for one disposal (`tensorInternals.beginDisposal`). */
+  beginDisposal(): unknown;
+  /** Drops the holds a batch counted (`tensorInternals.endDisposal`). */
+  endDisposal(batch: unknown): void;
 }
 
 /** A compiled plan: the walk of a structure like the one it was made from. */

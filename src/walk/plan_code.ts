@@ -169,7 +169,10 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
       `if (${v} !== null && typeof ${v} === "object" && !rest(${v}, ${depth}, anc)) return false;`;
     switch (node.kind) {
       case "leaf":
-        lines.push(`${indent}if (${v} instanceof Leaf) ${v}.dispose();`, `${indent}else ${rest}`);
+        lines.push(
+          `${indent}if (${v} instanceof Leaf) disposeLeaf(${v}, B);`,
+          `${indent}else ${rest}`,
+        );
         return;
       case "none":
       case "other":
@@ -226,8 +229,15 @@ export function planSource(root: PlanNode): { source: string; keyLists: (readonl
       `}`,
     );
   }
-  lines.push(`function dispose(root, anc, rest) {`);
-  emitDispose(root, "root", 0, "  ");
-  lines.push(`  return true;`, `}`, `return { run, runPacked, dispose };`);
+  // The tensors' holds are dropped per storage, together (`B`), also where
+  // a getter throws midway: those marked disposed by then lose theirs.
+  lines.push(`function dispose(root, anc, rest) {`, `  const B = beginDisposal();`, `  try {`);
+  emitDispose(root, "root", 0, "    ");
+  lines.push(
+    `  } finally { endDisposal(B); }`,
+    `  return true;`,
+    `}`,
+    `return { run, runPacked, dispose };`,
+  );
   return { source: lines.join("\n"), keyLists };
 }

@@ -61,6 +61,9 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
       "noInheritedKeys",
       "inheritedKeysAdded",
       "NOT_TAKEN",
+      "disposeLeaf",
+      "beginDisposal",
+      "endDisposal",
       ...constants,
       source,
     ) as PlanFactory;
@@ -93,6 +96,9 @@ export function compilePlan(root: PlanNode, hooks: PlanHooks): CompiledPlan | un
     noInheritedKeys,
     inheritedKeysAdded,
     NOT_TAKEN,
+    hooks.disposeLeaf,
+    hooks.beginDisposal,
+    hooks.endDisposal,
     ...keyLists,
   );
   plan.run = compiled.run;

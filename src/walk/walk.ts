@@ -213,6 +213,9 @@ const PLAN_HOOKS: PlanHooks = {
   leafCode: arrayCodeOf as (value: unknown) => number,
   noCode: NO_CODE,
   leafClass: Tensor,
+  disposeLeaf: tensorInternals.disposeInBatch as PlanHooks["disposeLeaf"],
+  beginDisposal: tensorInternals.beginDisposal,
+  endDisposal: tensorInternals.endDisposal as PlanHooks["endDisposal"],
 };
 
 /** The attributes of an assigned property. */

@@ -45,3 +45,17 @@ Deno.test("a pending Storage holds nothing until attached, then holds its block 
   assert.equal(storage.released, true);
   assert.equal(blocks.stats().inUseBytes, refused.size, "only the refused block is still out");
 });
+
+Deno.test("a Storage drops many holds at once as as many releases would", () => {
+  const blocks = pool();
+  const storage = new Storage(blocks, blocks.acquire(1000), 5);
+  storage.releaseHolds(0);
+  storage.releaseHolds(3);
+  assert.equal(storage.holds, 2);
+  assert.ok(blocks.stats().inUseBytes > 0);
+  storage.releaseHolds(4); // past the last hold: as release() past it, nothing more
+  assert.equal(storage.released, true);
+  assert.equal(blocks.stats().inUseBytes, 0);
+  storage.releaseHolds(1);
+  assert.equal(blocks.stats().inUseBytes, 0);
+});

@@ -21,6 +21,10 @@ export function recordingHooks(): PlanHooks & { visited: [unknown, number][] } {
     leafData: (tensor) => tensor.disposed ? REJECTED : "tensor data",
     rejected: REJECTED,
     leafClass: Tensor,
+    // The disposal as dispose() does it, one tensor at a time.
+    disposeLeaf: (tensor) => tensor.dispose(),
+    beginDisposal: () => undefined,
+    endDisposal: () => {},
   };
 }
 
