@@ -162,6 +162,19 @@ export interface DisposalBatch {
   count: number;
 }
 
+// Disposals of tensors that wrap host data (see `hostTensorDisposals`).
+let hostDisposals = 0;
+
+/**
+ * How many tensors that wrap host data were disposed in this isolate so
+ * far: while it stands still, every such tensor seen alive is alive still
+ * (a copy into a result skips checking the leaves it read last time:
+ * transfer/into/known.ts).
+ */
+export function hostTensorDisposals(): number {
+  return hostDisposals;
+}
+
 // The batch of the next disposal (none while one is in use: a getter may
 // start a disposal during another).
 let freeBatch: DisposalBatch | undefined = { storage: undefined, count: 0 };
@@ -366,6 +379,7 @@ export class Tensor {
       tensor.#slot = DISPOSED;
       tensor.#memory = undefined;
       if (tensor.#data !== undefined) {
+        hostDisposals++;
         tensor.#data = undefined;
         return;
       }
@@ -575,7 +589,10 @@ export class Tensor {
     this.#slot = DISPOSED;
     storage?.release();
     this.#memory = undefined;
-    this.#data = undefined;
+    if (this.#data !== undefined) {
+      hostDisposals++;
+      this.#data = undefined;
+    }
   }
 
   /** Same as {@linkcode Tensor.dispose}, for `using`. */

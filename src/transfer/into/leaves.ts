@@ -24,7 +24,8 @@ import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
 import { type LeafCheck, matchShape } from "../../reuse/into_match.ts";
 import { describe, isLeafArray } from "../../reuse/into_shape.ts";
 import { REJECTED_LEAF, sameDims, Tensor, tensorInternals } from "../../tensor.ts";
-import { DIRECT, type IntoRecord, NOT_KNOWN, PACK, UNSET } from "./record.ts";
+import { noteLeaf, sameLeaves, startRead } from "./known.ts";
+import { DIRECT, type IntoRecord, PACK, UNSET } from "./record.ts";
 
 /** The data's leaf is not of the tensor's dtype and shape (or not a leaf). */
 export const MISFIT = 1;
@@ -63,14 +64,14 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
     record;
   let passes = check === undefined ? -1 : check(data, into, columns);
   if (passes < 0) passes = matchShape(record.shape, data, into, columns, leafThrower(record));
-  if (record.knownComplete && sameLeavesAsLast(record)) {
+  const { known } = record;
+  if (sameLeaves(known, columns.sources, record.views, record.byteLengths)) {
     readCounts.same++;
     return passes;
   }
   readCounts.full++;
   // Until this read completes, its columns are half filled.
-  record.knownComplete = false;
-  const { known } = record;
+  startRead(known);
   groupState.fill(UNSET);
   const { sources } = columns;
   const { dtypes, byteLengths } = record;
@@ -104,7 +105,7 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
         codes[n] = code;
       }
     }
-    known[n] = view === undefined ? NOT_KNOWN : x;
+    noteLeaf(known, n, x, view);
     if (view === undefined) {
       // Anything else (a misfit, an empty or pinned leaf) takes the slow path.
       const problem = leafProblem(record, n, x);
@@ -135,40 +136,8 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
       groupState[g] = PACK;
     }
   }
-  record.knownComplete = true;
+  known.complete = true;
   return passes;
-}
-
-/**
- * Whether every leaf of this read is the one the last complete read took
- * at its position on the common path, its bytes still in place: then what
- * that read recorded holds for this one, and nothing else is read. The
- * batch built in the same `hostArena` views step after step, or the same
- * arrays refilled, takes this path.
- *
- * Why identity is enough: a tensor's dtype, shape and device never change,
- * nor the data it wraps (but through the library, for its own results);
- * a view's class, buffer and byte offset never change. What can change is
- * whether the bytes are still there: a disposed tensor, a detached,
- * transferred or resized buffer (an arena's, when it is disposed) reads
- * here as a different length, and the full read below, which says why.
- * A buffer grown under a length-tracking view gives the tensor a fresh
- * view (`walkData`), which is no longer the one recorded: the full read
- * too.
- */
-function sameLeavesAsLast(record: IntoRecord): boolean {
-  const { sources } = record.columns;
-  const { known, views, byteLengths } = record;
-  for (let n = 0; n < sources.length; n++) {
-    const x = sources[n];
-    if (x !== known[n]) return false;
-    if (x instanceof Tensor) {
-      if (tensorInternals.walkData(x) !== views[n]) return false;
-    } else if (viewByteLength(x as TypedArray) !== byteLengths[n]) {
-      return false;
-    }
-  }
-  return true;
 }
 
 /**

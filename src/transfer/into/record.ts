@@ -19,6 +19,7 @@ import type { MatchColumns } from "../../reuse/into_match.ts";
 import { buildShape, type IntoShape } from "../../reuse/into_shape.ts";
 import { type TensorFields, tensorFields, tensorInternals } from "../../tensor.ts";
 import type { LedgerRoute } from "../ledger_ops.ts";
+import { type KnownLeaves, knownLeaves } from "./known.ts";
 
 /** One storage of a result and its tensors. */
 export interface Group {
@@ -53,19 +54,9 @@ export interface IntoRecord {
   readonly groupArena: (ArenaMemory | undefined)[];
   readonly groupDelta: Float64Array;
   readonly groupState: Uint8Array;
-  /**
-   * The leaves the last complete read took on its common path (each a
-   * TypedArray or CPU tensor that fit, with host bytes), by position;
-   * {@linkcode NOT_KNOWN} elsewhere. While `knownComplete`, the columns
-   * above hold what that read found for them (leaves.ts says why that is
-   * enough).
-   */
-  readonly known: unknown[];
-  knownComplete: boolean;
+  /** The leaves of the last complete read, which the columns above describe (known.ts). */
+  readonly known: KnownLeaves;
 }
-
-/** In `IntoRecord.known`: a position whose leaf the last read did not take on its common path. */
-export const NOT_KNOWN: unique symbol = Symbol("not known");
 
 /** A group's state in one copy: no leaf with bytes seen yet. */
 export const UNSET = 0;
@@ -154,8 +145,7 @@ export function buildRecord(result: object, device: number): IntoRecord {
     groupArena: new Array(groups.length).fill(undefined),
     groupDelta: new Float64Array(groups.length),
     groupState: new Uint8Array(groups.length),
-    known: new Array(n).fill(NOT_KNOWN),
-    knownComplete: false,
+    known: knownLeaves(n),
   };
 }
 

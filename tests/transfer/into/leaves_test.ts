@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { Tensor } from "../../../mod.ts";
 import { registerArena, unregisterArena } from "../../../src/arena_index.ts";
 import { readCounts, readData } from "../../../src/transfer/into/leaves.ts";
+import { sameLeavesCounts } from "../../../src/transfer/into/known.ts";
 import { buildRecord, DIRECT, PACK } from "../../../src/transfer/into/record.ts";
 import { arrayCodeOf } from "../../../src/array_code.ts";
 import { Storage } from "../../../src/memory/storage.ts";
@@ -224,6 +225,7 @@ Deno.test("readData: a kept record reads as a fresh one, round after round of ch
     }
   };
   const start = { ...readCounts };
+  const startKnown = { ...sameLeavesCounts };
   try {
     for (let round = 0; round < 3000; round++) {
       const key = pick(["boxes", "ids", "big"]);
@@ -254,6 +256,11 @@ Deno.test("readData: a kept record reads as a fresh one, round after round of ch
   // Both paths ran, many times.
   assert.ok(readCounts.same - start.same > 300, `${readCounts.same - start.same} same`);
   assert.ok(readCounts.full - start.full > 3000, `${readCounts.full - start.full} full`);
+  // Both ways of checking the known leaves (known.ts).
+  const byBuffers = sameLeavesCounts.byBuffers - startKnown.byBuffers;
+  const byLeaves = sameLeavesCounts.byLeaves - startKnown.byLeaves;
+  assert.ok(byBuffers > 100 && byLeaves > 100, `${byBuffers} by buffers, ${byLeaves} by leaves`);
   // Bounded: one entry per leaf position, whatever the rounds.
-  assert.equal(kept.known.length, 3);
+  assert.equal(kept.known.leaves.length, 3);
+  assert.ok((kept.known.buffers?.length ?? 0) <= 3);
 });
