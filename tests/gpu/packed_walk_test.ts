@@ -13,6 +13,7 @@ import {
   disposeAll,
   hostArena,
   memoryStats,
+  setMemoryLimits,
   startCopy,
   Tensor,
   type TypedArray,
@@ -330,5 +331,34 @@ Deno.test({
     assert.equal(packedWalkCounts().handedOver, before.handedOver + 1);
     // Nothing holds the arena: it resets.
     arena.reset();
+  },
+});
+
+Deno.test({
+  name:
+    "under a pinned limit with no room for the walk's block, copies keep the idle pinned blocks the rest of the copy reuses",
+  ignore: !hasGpu,
+  async fn() {
+    // ~110 KB of small leaves: the route stages them in a 128 KB block; the
+    // walk asks for 1.25 times the last payload, a 256 KB block, which a
+    // 200 KB limit never admits. Freeing the idle 128 KB block to make room
+    // for it cannot help, and made every copy allocate its staging again.
+    const batch = Array.from({ length: 440 }, (_, i) => float(64, i));
+    const limits = setMemoryLimits({});
+    resetCompiledWalks();
+    resetPackedWalks();
+    try {
+      setMemoryLimits({ pinnedBytes: 200 * 1024 });
+      for (let i = 0; i < 4; i++) disposeAll(await startCopy(batch, "cuda:0").get());
+      const before = memoryStats().pinned.allocations;
+      for (let i = 0; i < 10; i++) {
+        const result = await startCopy(batch, "cuda:0").get();
+        assertRoundTrip(batch, result, "cuda:0");
+        disposeAll(result);
+      }
+      assert.equal(memoryStats().pinned.allocations, before);
+    } finally {
+      setMemoryLimits(limits);
+    }
   },
 });
