@@ -100,6 +100,10 @@ export class BlockPool {
    */
   makeRoom(bytes: number): boolean {
     const limit = this.#limit();
+    // An idle block of the request's size is taken, not added to what is
+    // held: freeing it to make room (then allocating its like) cost every
+    // copy under a limit below twice its staging a free and an allocation.
+    if (this.#front.get(this.sizeClass(bytes))?.length) return this.#inUse + bytes <= limit;
     if (this.reservedBytes + bytes > limit && this.cachedBytes > 0) this.trim();
     return this.#inUse + bytes <= limit;
   }

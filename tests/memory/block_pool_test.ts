@@ -324,3 +324,18 @@ Deno.test("BlockPool never reuses a block its allocator says escaped (moved away
   assert.deepEqual(unmapped, []);
   assert.deepEqual([pool.inUseBytes, pool.frontBytes, pool.cachedBytes], [4096, 0, 0]);
 });
+
+Deno.test("makeRoom counts an idle block of the request's size as reused: it frees nothing for it", () => {
+  const { allocator, freed } = fakeAllocator();
+  const pool = new BlockPool(allocator, { limitBytes: () => 200 * 1024 });
+  pool.release(pool.acquire(110 * 1024)); // one idle 128 KiB block
+  const allocations = pool.stats().misses;
+  // 128 KiB idle + 110 KiB asked is past the limit, but the request takes the idle block.
+  assert.equal(pool.makeRoom(110 * 1024), true);
+  assert.equal(pool.cachedBytes, 128 * 1024);
+  pool.release(pool.acquire(110 * 1024));
+  assert.deepEqual([pool.stats().misses, freed.length], [allocations, 0]);
+  // A request of another size still has the idle block freed to make room.
+  assert.equal(pool.makeRoom(150 * 1024), true);
+  assert.deepEqual([pool.cachedBytes, freed.length], [0, 1]);
+});
