@@ -389,6 +389,7 @@ export class Tensor {
       } else {
         const previous = batch.storage;
         batch.storage = memory as Storage;
+        (memory as Storage).disposing();
         if (previous !== undefined) previous.releaseHolds(batch.count);
         batch.count = 1;
       }
@@ -587,7 +588,7 @@ export class Tensor {
       release.order(storage, this.#layout.device, Tensor.#arenaOf(this));
     }
     this.#slot = DISPOSED;
-    storage?.release();
+    storage?.releaseDisposed();
     this.#memory = undefined;
     if (this.#data !== undefined) {
       hostDisposals++;

@@ -31,6 +31,8 @@ export class Storage {
   #block: Block;
   readonly #pool: BlockPool;
   #refs: number;
+  // Tensors over this storage disposed so far (see `disposals`).
+  #disposals = 0;
 
   /** Takes ownership of `block` with `refs` initial holds. */
   constructor(pool: BlockPool, block: Block, refs: number) {
@@ -73,6 +75,30 @@ export class Storage {
     return this.#refs;
   }
 
+  /**
+   * A count that moves whenever a tensor over this storage is disposed:
+   * while it stands still, every tensor over it seen alive is alive still (a copy
+   * into a result checks its tensors only when it moved: into/holds.ts).
+   */
+  get disposals(): number {
+    return this.#disposals;
+  }
+
+  /**
+   * A disposal of tensors over this storage starts, whose holds are
+   * dropped later (`releaseHolds`): {@linkcode Storage.disposals} moves
+   * now, so that a check meanwhile reads the tensors themselves.
+   */
+  disposing(): void {
+    this.#disposals++;
+  }
+
+  /** Drops the hold of a tensor being disposed (counted in {@linkcode Storage.disposals}). */
+  releaseDisposed(): void {
+    this.#disposals++;
+    this.release();
+  }
+
   /** Whether the block was returned to its pool. */
   get released(): boolean {
     return this.#refs === 0;
@@ -85,12 +111,14 @@ export class Storage {
   }
 
   /**
-   * Drops `count` holds at once (a disposal of many of its tensors), as
-   * `count` calls of {@linkcode Storage.release} would (those past the
+   * Drops the holds of `count` tensors being disposed at once (a disposal
+   * of many of them), as `count` calls of {@linkcode Storage.releaseDisposed} would (those past the
    * last hold do nothing); the last one returns the block to its pool.
    */
   releaseHolds(count: number): void {
-    if (this.#refs === 0 || count <= 0) return;
+    if (count <= 0) return;
+    this.#disposals += count;
+    if (this.#refs === 0) return;
     this.#refs = Math.max(0, this.#refs - count);
     if (this.#refs === 0) {
       registry.unregister(this);

@@ -59,3 +59,19 @@ Deno.test("a Storage drops many holds at once as as many releases would", () => 
   storage.releaseHolds(1);
   assert.equal(blocks.stats().inUseBytes, 0);
 });
+
+Deno.test("a Storage's disposals move with every disposed tensor's hold, and when a disposal starts", () => {
+  const blocks = pool();
+  const storage = new Storage(blocks, blocks.acquire(64), 4);
+  const seen = storage.disposals;
+  storage.retain();
+  storage.release(); // a hold that is no tensor's (a copy's): no disposal
+  assert.equal(storage.disposals, seen);
+  storage.releaseDisposed();
+  assert.equal(storage.disposals, seen + 1);
+  storage.disposing(); // a batch starts: moves before its holds are dropped
+  assert.equal(storage.disposals, seen + 2);
+  storage.releaseHolds(2);
+  assert.equal(storage.disposals, seen + 4);
+  assert.equal(storage.holds, 1);
+});

@@ -29,6 +29,11 @@ export interface Group {
   /** The byte range its tensors cover in the block. */
   lo: number;
   hi: number;
+  /**
+   * The storage's `disposals` when the holds check last found every tensor
+   * of the result alive (-1: never).
+   */
+  checkedDisposals: number;
 }
 
 /** What copies into one result need, built at the first one. */
@@ -115,7 +120,13 @@ export function buildRecord(result: object, device: number): IntoRecord {
     let g = byStorage.get(storage);
     if (g === undefined) {
       byStorage.set(storage, g = groups.length);
-      groups.push({ storage, leaves: [], lo: offset, hi: offset + FIELDS.byteLength });
+      groups.push({
+        storage,
+        leaves: [],
+        lo: offset,
+        hi: offset + FIELDS.byteLength,
+        checkedDisposals: -1,
+      });
     }
     const group = groups[g];
     group.leaves.push(i);

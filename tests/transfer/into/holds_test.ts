@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { checkHolds } from "../../../src/transfer/into/holds.ts";
 import { buildRecord } from "../../../src/transfer/into/record.ts";
+import { tensorInternals } from "../../../src/tensor.ts";
 import { CUDA0, madeResult } from "./_result.ts";
 
 // A copy writes into a result only where its storages have exactly the
@@ -39,4 +40,49 @@ Deno.test("checkHolds names a disposed tensor of the result by its place in the 
     () => checkHolds(record.groups, record.shape.tensors),
     /^Error: Cannot copy into this result: its tensor 2 \(in the walk's order\) was disposed$/,
   );
+});
+
+Deno.test("checkHolds reads the result's tensors again only once a tensor over their storages was disposed", () => {
+  const { result, chunk } = madeResult();
+  const record = buildRecord(result, CUDA0);
+  // Reads of `disposed` by the check, counted through a stand-in list.
+  let reads = 0;
+  const tensors = record.shape.tensors.map((tensor) => ({
+    get disposed() {
+      reads++;
+      return tensor.disposed;
+    },
+  }));
+  checkHolds(record.groups, tensors);
+  assert.equal(reads, 3);
+  checkHolds(record.groups, tensors);
+  assert.equal(reads, 3, "nothing disposed since: no reads");
+  // A tensor of the user's over the chunk, disposed: read again (and alive).
+  const other = tensorInternals.share(result.boxes);
+  other.dispose();
+  checkHolds(record.groups, tensors);
+  assert.equal(reads, 6);
+  // A result tensor disposed, and its hold made up by another's: refused.
+  result.ids.dispose();
+  chunk.retain();
+  assert.throws(() => checkHolds(record.groups, tensors), /its tensor 1 \(in the walk's order\)/);
+});
+
+Deno.test("checkHolds finds a tensor a disposal in progress marked, before that disposal drops its holds", () => {
+  // A getter of the result run by disposeAll may start a copy into it: the
+  // tensors marked so far must read as disposed, though their holds are
+  // dropped only when the disposal ends.
+  const { result } = madeResult();
+  const record = buildRecord(result, CUDA0);
+  checkHolds(record.groups, record.shape.tensors);
+  const batch = tensorInternals.beginDisposal();
+  try {
+    tensorInternals.disposeInBatch(result.boxes, batch);
+    assert.throws(
+      () => checkHolds(record.groups, record.shape.tensors),
+      /its tensor 0 \(in the walk's order\) was disposed/,
+    );
+  } finally {
+    tensorInternals.endDisposal(batch);
+  }
 });
