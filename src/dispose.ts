@@ -6,7 +6,7 @@
 
 import type { After } from "./gpu/after.ts";
 import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_release.ts";
-import { Tensor } from "./tensor.ts";
+import { type DisposalBatch, Tensor, tensorInternals } from "./tensor.ts";
 import {
   ARRAY,
   arrayIndex,
@@ -22,7 +22,9 @@ import { MAX_DEPTH } from "./walk/walk.ts";
 /**
  * Disposes every {@linkcode Tensor} found in a nested structure of arrays,
  * plain objects and Maps (the containers `startCopy` walks). Other values
- * are left alone; cycles are tolerated.
+ * are left alone; cycles are tolerated. Each tensor reads as disposed at
+ * once; the memory of the tensors goes back to its pools when the call
+ * ends (a getter of the structure that runs meanwhile sees it still held).
  *
  * With `after` (a launch, a copy handle, or a stream), the memory is
  * reused only after that work, ordered on the GPU (see `Tensor.dispose`);
@@ -55,15 +57,32 @@ export function disposeAll(value: unknown, options?: DisposeOptions): void {
   // recursion below. That plain recursion with an ancestor scan is several
   // times faster than a Set of visited containers; past MAX_DEPTH it gives
   // up, and the general walk at the end runs.
-  const planned = disposeByPlan(value, disposeShallow);
-  const completed = planned ?? disposeShallow(value, 0, []);
-  if (!completed) disposeDeep(value);
+  //
+  // Each tensor is marked disposed at once, as `dispose()` marks it (that
+  // method itself is not called), and the holds of its storage are dropped
+  // with those of its neighbours in one call (tensor.ts, `beginDisposal`),
+  // when this call ends.
+  const batch = tensorInternals.beginDisposal();
+  try {
+    const shallow = (item: unknown, depth: number, ancestors: object[]) =>
+      disposeShallow(item, depth, ancestors, batch);
+    const planned = disposeByPlan(value, shallow);
+    const completed = planned ?? shallow(value, 0, []);
+    if (!completed) disposeDeep(value, (tensor) => tensorInternals.disposeInBatch(tensor, batch));
+  } finally {
+    tensorInternals.endDisposal(batch);
+  }
 }
 
-function disposeShallow(value: unknown, depth: number, ancestors: object[]): boolean {
+function disposeShallow(
+  value: unknown,
+  depth: number,
+  ancestors: object[],
+  batch: DisposalBatch,
+): boolean {
   if (typeof value !== "object" || value === null) return true;
   if (value instanceof Tensor) {
-    value.dispose();
+    tensorInternals.disposeInBatch(value, batch);
     return true;
   }
   const kind = containerKind(value);
@@ -77,22 +96,22 @@ function disposeShallow(value: unknown, depth: number, ancestors: object[]): boo
       // Its indices only, as the walk copies them (not its named properties).
       for (const key of Object.keys(items)) {
         const i = arrayIndex(key);
-        if (i >= 0 && !disposeShallow(items[i], depth + 1, ancestors)) return false;
+        if (i >= 0 && !disposeShallow(items[i], depth + 1, ancestors, batch)) return false;
       }
     } else {
       for (let i = 0; i < items.length; i++) {
-        if (!disposeShallow(items[i], depth + 1, ancestors)) return false;
+        if (!disposeShallow(items[i], depth + 1, ancestors, batch)) return false;
       }
     }
   } else if (kind === MAP) {
     for (const item of (value as Map<unknown, unknown>).values()) {
-      if (!disposeShallow(item, depth + 1, ancestors)) return false;
+      if (!disposeShallow(item, depth + 1, ancestors, batch)) return false;
     }
   } else {
     const record = value as Record<string, unknown>;
     const names = Object.keys(record);
     for (let i = 0; i < names.length; i++) {
-      if (!disposeShallow(record[names[i]], depth + 1, ancestors)) return false;
+      if (!disposeShallow(record[names[i]], depth + 1, ancestors, batch)) return false;
     }
   }
   return true;

@@ -388,10 +388,13 @@ export class Tensor {
         batch.count++;
       } else {
         const previous = batch.storage;
+        const count = batch.count;
+        // The batch is the new storage's before the previous one's holds go
+        // (a release that throws, a failed free, leaves it consistent).
         batch.storage = memory as Storage;
-        (memory as Storage).disposing();
-        if (previous !== undefined) previous.releaseHolds(batch.count);
         batch.count = 1;
+        (memory as Storage).disposing();
+        if (previous !== undefined) previous.releaseHolds(count);
       }
     };
     tensorInternals.walkData = (tensor) => {

@@ -248,3 +248,40 @@ Deno.test("disposeAll() by a compiled plan: where a getter throws midway, the te
   extra.dispose();
   assert.equal(a.released, true);
 });
+
+Deno.test("disposeAll() by a compiled plan: a storage whose release throws leaves the next storage's holds right", async () => {
+  const { walk } = await import("../src/walk/walk.ts");
+  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
+  const { BlockPool } = await import("../src/memory/block_pool.ts");
+  const { Storage } = await import("../src/memory/storage.ts");
+  const { tensorInternals } = await import("../src/tensor.ts");
+  const { TensorLayout } = await import("../src/tensor_layout.ts");
+  const { vectorShape } = await import("../src/vector_shape.ts");
+  let next = 1 << 20;
+  const alloc = (bytes: number) => (next += bytes + 4096) - bytes;
+  // A pool over its limit frees what comes back, and its free fails (a CUDA error).
+  const failing = new BlockPool({
+    alloc,
+    free() {
+      throw new Error("free failed");
+    },
+  }, { limitBytes: () => 1000 });
+  const pool = new BlockPool({ alloc, free() {} });
+  const layout = new TensorLayout("float32", vectorShape(1), 4, 0);
+  const first = new Storage(failing, failing.acquire(4096), 2);
+  const second = new Storage(pool, pool.acquire(4096), 3);
+  const [t1, t2] = [0, 16].map((at) => tensorInternals.createBound(layout, first, at));
+  const [u1, u2, u3] = [0, 16, 32].map((at) => tensorInternals.createBound(layout, second, at));
+  const result = [t1, t2, u1];
+  forgetPlans();
+  walk(result, { add: (leaf: unknown) => leaf });
+  walk(result, { add: (leaf: unknown) => leaf });
+  assert.equal(planStats().kept, 1);
+  assert.throws(() => disposeAll(result), /free failed/);
+  // u1's hold dropped, u2's and u3's kept (not first's two).
+  assert.equal(second.holds, 2);
+  u2.dispose();
+  assert.equal(second.released, false);
+  u3.dispose();
+  assert.equal(second.released, true);
+});

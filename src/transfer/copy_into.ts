@@ -61,17 +61,30 @@ export function startCopyInto(
       "Cannot copy into a result that a copy into it is still writing: await that copy's get() first",
     );
   }
-  const record = (entry.record ??= buildRecord(into, target)) as IntoRecord;
-  const passes = readData(record, data, into);
-  const works = checkHolds(record.groups, record.shape.tensors);
+  // Busy from the read on: a getter of the data (or a setter of the
+  // result) that starts another copy into this result would share its
+  // columns. `submitInto` keeps it busy until the copy settles.
+  entry.busy = true;
+  let record: IntoRecord;
+  let passes: number;
+  let works: ReturnType<typeof checkHolds>;
+  let previous: readonly unknown[];
+  try {
+    record = (entry.record ??= buildRecord(into, target)) as IntoRecord;
+    passes = readData(record, data, into);
+    works = checkHolds(record.groups, record.shape.tensors);
+    // The values passed through are written, all or none (a frozen or
+    // read-only container of the result refuses its write), before the
+    // copy is ordered after anything, so that a refused copy leaves no
+    // wait behind it; an ordering that fails puts them back.
+    previous = writePassedValues(record.columns, passes);
+  } catch (error) {
+    entry.busy = false;
+    throw error;
+  }
   const items = after === undefined && works.length === 0
     ? undefined
     : [...(after ?? []), ...works];
-  // The values passed through are written, all or none (a frozen or
-  // read-only container of the result refuses its write), before the copy
-  // is ordered after anything, so that a refused copy leaves no wait
-  // behind it; an ordering that fails puts them back.
-  const previous = writePassedValues(record.columns, passes);
   let ordered: Promise<void> | undefined;
   try {
     ordered = items === undefined ? undefined : orderCopyAfter(items, [target]);

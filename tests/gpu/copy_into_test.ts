@@ -437,3 +437,70 @@ Deno.test({
     disposeAll(result);
   },
 });
+
+Deno.test({
+  ...gpu,
+  name:
+    "into: a setter of the result that disposes the arena the data lies in fails the copy, reading nothing of it",
+  async fn() {
+    const arena = hostArena(1 << 16);
+    const make = (seed: number) => ({
+      x: Tensor.from(arena.float32(4).fill(seed)),
+      meta: `step ${seed}`,
+      y: Tensor.from(arena.float32(4).fill(seed + 1)),
+    });
+    const first = make(1);
+    const result = await startCopy(first, "cuda:0").get() as Record<string, unknown>;
+    // The same batch again: one DMA from the arena (its leaves lie as the result's).
+    await startCopy(first, "cuda:0", { into: result }).get();
+    let meta: unknown = result.meta;
+    Object.defineProperty(result, "meta", {
+      get: () => meta,
+      set: (value) => {
+        meta = value;
+        arena.dispose(); // after the data was read: its views now empty
+      },
+      enumerable: true,
+    });
+    await assert.rejects(
+      startCopy(first, "cuda:0", { into: result }).get(),
+      /whose buffer was detached or resized during the copy/,
+    );
+    const back = await startCopy([result.x, result.y], "cpu").get();
+    assert.deepEqual(back.map((tensor) => [...(tensor as Tensor).toTypedArray()]), [
+      [1, 1, 1, 1],
+      [2, 2, 2, 2],
+    ]);
+    disposeAll([result, back]);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name:
+    "into: a getter of the data that starts another copy into the same result is refused (they would share its columns)",
+  async fn() {
+    const result = await startCopy({ a: new Float32Array(2), b: new Float32Array(2) }, "cuda:0")
+      .get();
+    let inner: unknown = "not run";
+    const data = {
+      a: new Float32Array([1, 2]),
+      get b() {
+        try {
+          startCopy({ a: new Float32Array([9, 9]), b: new Float32Array([9, 9]) }, "cuda:0", {
+            into: result,
+          });
+          inner = undefined;
+        } catch (error) {
+          inner = error;
+        }
+        return new Float32Array([3, 4]);
+      },
+    };
+    await startCopy(data, "cuda:0", { into: result }).get();
+    assert.ok(inner instanceof Error && /still writing/.test(inner.message), String(inner));
+    const back = await startCopy([result.a, result.b], "cpu").get();
+    assert.deepEqual(back.map((tensor) => [...tensor.toTypedArray()]), [[1, 2], [3, 4]]);
+    disposeAll([result, back]);
+  },
+});

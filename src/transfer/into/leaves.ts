@@ -62,9 +62,14 @@ function fits(record: IntoRecord, n: number, fields: LeafFields): boolean {
 export function readData(record: IntoRecord, data: unknown, into: object): number {
   const { columns, check, groupState, groupArena, groupDelta, groupOf, offsets, views, codes } =
     record;
-  let passes = check === undefined ? -1 : check(data, into, columns);
-  if (passes < 0) passes = matchShape(record.shape, data, into, columns, leafThrower(record));
   const { known } = record;
+  let passes = check === undefined ? -1 : check(data, into, columns);
+  if (passes < 0) {
+    // The generic check writes the columns of the leaves it reads (and may
+    // throw midway): what the last read recorded no longer stands.
+    known.complete = false;
+    passes = matchShape(record.shape, data, into, columns, leafThrower(record));
+  }
   if (sameLeaves(known, columns.sources, record.views, record.byteLengths)) {
     readCounts.same++;
     return passes;

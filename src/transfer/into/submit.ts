@@ -137,6 +137,12 @@ function prepare(
     }
     const dst = storage.address + lo;
     if (groupState[g] === DIRECT) {
+      // A setter of the result, run after the read (it writes the values
+      // passed through), may have disposed the arena: its buffer is then
+      // detached, and its memory must not be read.
+      const first = leaves[0];
+      const now = viewByteLength(views[first]!);
+      if (now !== byteLengths[first]) throw inputChanged(byteLengths[first], now);
       const arena = groupArena[g]!;
       if (arena !== heldArena) submission.holdArena(heldArena = arena);
       transfers.push(dst, arena.address + lo + groupDelta[g], span);
