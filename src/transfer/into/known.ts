@@ -68,7 +68,12 @@ export function startRead(known: KnownLeaves): void {
 }
 
 /** The full read took leaf `x` at position `n`, its bytes `view`; or none (`view` undefined). */
-export function noteLeaf(known: KnownLeaves, n: number, x: unknown, view: TypedArray | undefined) {
+export function noteLeaf(
+  known: KnownLeaves,
+  n: number,
+  x: unknown,
+  view: TypedArray | undefined,
+): void {
   if (view === undefined) {
     known.leaves[n] = NOT_KNOWN;
     return;
