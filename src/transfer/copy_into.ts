@@ -72,7 +72,7 @@ export function startCopyInto(
   try {
     record = (entry.record ??= buildRecord(into, target)) as IntoRecord;
     passes = readData(record, data, into);
-    works = checkHolds(record.groups, record.shape.tensors);
+    works = checkHolds(record.groups, record.shape.tensors, record.ungrouped);
     // The values passed through are written, all or none (a frozen or
     // read-only container of the result refuses its write), before the
     // copy is ordered after anything, so that a refused copy leaves no

@@ -36,28 +36,22 @@ const NO_WORKS: GpuWork[] = [];
 export function checkHolds(
   groups: readonly Group[],
   tensors: readonly { readonly disposed: boolean }[],
+  ungrouped?: readonly number[],
 ): GpuWork[] {
   reapFinished();
   let works: GpuWork[] | undefined;
   // Every tensor read alive at the last check is alive still where no
-  // tensor over its storage was disposed since (a tensor without a storage,
-  // an empty one, is read each time): the 528 reads of a reference batch
-  // are then a few.
-  let unchecked = false;
-  let grouped = 0;
-  for (let g = 0; g < groups.length; g++) {
-    grouped += groups[g].leaves.length;
-    if (groups[g].storage.disposals !== groups[g].checkedDisposals) unchecked = true;
+  // tensor over its storage was disposed since: the 528 reads of a
+  // reference batch are then none. The tensors without a storage (empty
+  // ones, `ungrouped`; all of them where it is not given) are read each time.
+  let unchecked = ungrouped === undefined;
+  for (let g = 0; g < groups.length && !unchecked; g++) {
+    unchecked = groups[g].storage.disposals !== groups[g].checkedDisposals;
   }
-  if (grouped !== tensors.length) unchecked = true;
   if (unchecked) {
-    for (let n = 0; n < tensors.length; n++) {
-      if (tensors[n].disposed) {
-        throw new Error(
-          `Cannot copy into this result: its tensor ${n} (in the walk's order) was disposed`,
-        );
-      }
-    }
+    for (let n = 0; n < tensors.length; n++) if (tensors[n].disposed) throw disposedTensor(n);
+  } else {
+    for (const n of ungrouped!) if (tensors[n].disposed) throw disposedTensor(n);
   }
   for (const group of groups) {
     const { storage, leaves } = group;
@@ -79,4 +73,10 @@ export function checkHolds(
     }
   }
   return works ?? NO_WORKS;
+}
+
+function disposedTensor(n: number): Error {
+  return new Error(
+    `Cannot copy into this result: its tensor ${n} (in the walk's order) was disposed`,
+  );
 }

@@ -49,6 +49,8 @@ export interface IntoRecord {
   readonly offsets: Float64Array;
   readonly groupOf: Int32Array;
   readonly groups: readonly Group[];
+  /** The positions of the tensors in no group (empty ones, with no storage). */
+  readonly ungrouped: readonly number[];
   readonly bytes: number;
   /** The copy's ledger: it holds only the pinned inputs it reads (`pinned`). */
   readonly ledger: LedgerRoute & { pinned: Storage[] };
@@ -103,6 +105,7 @@ export function buildRecord(result: object, device: number): IntoRecord {
   const storages: (Storage | undefined)[] = [];
   const offsets = new Float64Array(n);
   const groupOf = new Int32Array(n).fill(-1);
+  const ungrouped: number[] = [];
   const groups: Group[] = [];
   const byStorage = new Map<Storage, number>();
   let bytes = 0;
@@ -114,7 +117,10 @@ export function buildRecord(result: object, device: number): IntoRecord {
     bytes += FIELDS.byteLength;
     const storage = FIELDS.storage;
     storages.push(storage);
-    if (storage === undefined) continue; // an empty tensor
+    if (storage === undefined) {
+      ungrouped.push(i); // an empty tensor
+      continue;
+    }
     const offset = tensorInternals.address(tensor) - storage.address;
     offsets[i] = offset;
     let g = byStorage.get(storage);
@@ -149,6 +155,7 @@ export function buildRecord(result: object, device: number): IntoRecord {
     offsets,
     groupOf,
     groups,
+    ungrouped,
     bytes,
     ledger: intoLedger(n, bytes, device),
     views: new Array(n).fill(undefined),

@@ -2,6 +2,8 @@ import assert from "node:assert/strict";
 import { checkHolds } from "../../../src/transfer/into/holds.ts";
 import { buildRecord } from "../../../src/transfer/into/record.ts";
 import { tensorInternals } from "../../../src/tensor.ts";
+import { TensorLayout } from "../../../src/tensor_layout.ts";
+import { vectorShape } from "../../../src/vector_shape.ts";
 import { CUDA0, madeResult } from "./_result.ts";
 
 // A copy writes into a result only where its storages have exactly the
@@ -43,29 +45,37 @@ Deno.test("checkHolds names a disposed tensor of the result by its place in the 
 });
 
 Deno.test("checkHolds reads the result's tensors again only once a tensor over their storages was disposed", () => {
-  const { result, chunk } = madeResult();
+  const { result: made, chunk } = madeResult();
+  // With an empty tensor (no storage: in no group), read every time.
+  const empty = tensorInternals.create(new TensorLayout("float32", vectorShape(0), 0, CUDA0));
+  const result = { ...made, empty };
   const record = buildRecord(result, CUDA0);
+  assert.deepEqual(record.ungrouped, [3]);
   // Reads of `disposed` by the check, counted through a stand-in list.
-  let reads = 0;
-  const tensors = record.shape.tensors.map((tensor) => ({
+  const reads = [0, 0, 0, 0];
+  const tensors = record.shape.tensors.map((tensor, n) => ({
     get disposed() {
-      reads++;
+      reads[n]++;
       return tensor.disposed;
     },
   }));
-  checkHolds(record.groups, tensors);
-  assert.equal(reads, 3);
-  checkHolds(record.groups, tensors);
-  assert.equal(reads, 3, "nothing disposed since: no reads");
+  const check = () => checkHolds(record.groups, tensors, record.ungrouped);
+  check();
+  assert.deepEqual(reads, [1, 1, 1, 1]);
+  check();
+  assert.deepEqual(reads, [1, 1, 1, 2], "nothing disposed since: the empty tensor only");
   // A tensor of the user's over the chunk, disposed: read again (and alive).
   const other = tensorInternals.share(result.boxes);
   other.dispose();
-  checkHolds(record.groups, tensors);
-  assert.equal(reads, 6);
+  check();
+  assert.deepEqual(reads, [2, 2, 2, 3]);
+  // The empty tensor disposed: refused.
+  empty.dispose();
+  assert.throws(check, /its tensor 3 \(in the walk's order\)/);
   // A result tensor disposed, and its hold made up by another's: refused.
   result.ids.dispose();
   chunk.retain();
-  assert.throws(() => checkHolds(record.groups, tensors), /its tensor 1 \(in the walk's order\)/);
+  assert.throws(check, /its tensor 1 \(in the walk's order\)/);
 });
 
 Deno.test("checkHolds finds a tensor a disposal in progress marked, before that disposal drops its holds", () => {
@@ -74,12 +84,12 @@ Deno.test("checkHolds finds a tensor a disposal in progress marked, before that 
   // dropped only when the disposal ends.
   const { result } = madeResult();
   const record = buildRecord(result, CUDA0);
-  checkHolds(record.groups, record.shape.tensors);
+  checkHolds(record.groups, record.shape.tensors, record.ungrouped);
   const batch = tensorInternals.beginDisposal();
   try {
     tensorInternals.disposeInBatch(result.boxes, batch);
     assert.throws(
-      () => checkHolds(record.groups, record.shape.tensors),
+      () => checkHolds(record.groups, record.shape.tensors, record.ungrouped),
       /its tensor 0 \(in the walk's order\) was disposed/,
     );
   } finally {
