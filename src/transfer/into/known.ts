@@ -20,6 +20,10 @@
  *   disposed tensor, a detached or resized buffer reads as a different
  *   one, and the full read then says why.
  *
+ * (A known leaf whose prototype was changed since, say to
+ * `DataView.prototype`, is still taken as the view it is: its bytes are
+ * the same; a full read would refuse it.)
+ *
  * @module
  */
 
