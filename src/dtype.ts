@@ -244,6 +244,29 @@ export function isDetached(view: ArrayBufferView): boolean {
   return (view.buffer as ArrayBuffer).detached === true;
 }
 
+const detachedGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "detached")!
+  .get! as (this: unknown) => boolean;
+
+/**
+ * Whether a TypedArray's buffer is detached, as the engine knows it (the
+ * view's `buffer` and the buffer's `detached` may be own properties that
+ * say anything): an empty view too. A shared buffer never is.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { isBufferDetached } from "./dtype.ts";
+ * const empty = new Uint8Array(new ArrayBuffer(8), 8, 0);
+ * assert.equal(isBufferDetached(empty), false);
+ * structuredClone(empty.buffer, { transfer: [empty.buffer as ArrayBuffer] });
+ * assert.equal(isBufferDetached(empty), true);
+ * ```
+ */
+export function isBufferDetached(view: ArrayBufferView): boolean {
+  const buffer = viewBuffer(view);
+  return buffer instanceof ArrayBuffer && detachedGetter.call(buffer);
+}
+
 const validatingAt = Object.getPrototypeOf(Int8Array.prototype).at as (
   this: ArrayBufferView,
   index: number,

@@ -82,6 +82,18 @@ export function startCopyInto(
     entry.busy = false;
     throw error;
   }
+  if (passes > 0) {
+    // The result's setters ran: one may have disposed a tensor of the
+    // result, or taken its memory (a copy of it to its own device). Read
+    // again (at the cost of the counters where nothing was disposed).
+    try {
+      works = checkHolds(record.groups, record.shape.tensors, record.ungrouped);
+    } catch (error) {
+      putBack(record.columns, previous, passes);
+      entry.busy = false;
+      throw error;
+    }
+  }
   const items = after === undefined && works.length === 0
     ? undefined
     : [...(after ?? []), ...works];
@@ -93,19 +105,27 @@ export function startCopyInto(
     // that work fails a moment later (the values go back then).
     ordered = Promise.reject(error);
   }
-  // Nothing can throw for the caller's arguments past this point: the
-  // result is taken. A copy that fails before it writes any tensor (its
+  // From here the result is taken (but for a storage released since the
+  // check, below). A copy that fails before it writes any tensor (its
   // staging: a leaf resized by a setter of the result, no pinned memory)
   // puts the values back too.
-  return submitInto(
-    record,
-    entry,
-    into,
-    target,
-    options,
-    ordered,
-    () => putBack(record.columns, previous, passes),
-  );
+  try {
+    return submitInto(
+      record,
+      entry,
+      into,
+      target,
+      options,
+      ordered,
+      () => putBack(record.columns, previous, passes),
+    );
+  } catch (error) {
+    // Thrown before the copy took the result (no hold, no handle).
+    ordered?.catch(() => {});
+    putBack(record.columns, previous, passes);
+    entry.busy = false;
+    throw error;
+  }
 }
 
 /** The columns of the values a copy passes through (reuse/into_match.ts). */

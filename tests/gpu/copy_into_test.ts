@@ -443,8 +443,17 @@ Deno.test({
   name:
     "into: a setter of the result that disposes the arena the data lies in fails the copy, reading nothing of it",
   async fn() {
+    // With and without an empty leaf first in the group (a detached empty
+    // view has the length it had: 0).
+    for (const empty of [true, false]) await arenaDisposedBySetter(empty);
+  },
+});
+
+async function arenaDisposedBySetter(empty: boolean): Promise<void> {
+  {
     const arena = hostArena(1 << 16);
     const make = (seed: number) => ({
+      ...(empty ? { e: Tensor.from(arena.int32(0)) } : {}),
       x: Tensor.from(arena.float32(4).fill(seed)),
       meta: `step ${seed}`,
       y: Tensor.from(arena.float32(4).fill(seed + 1)),
@@ -472,8 +481,8 @@ Deno.test({
       [2, 2, 2, 2],
     ]);
     disposeAll([result, back]);
-  },
-});
+  }
+}
 
 Deno.test({
   ...gpu,

@@ -33,3 +33,65 @@ Deno.test("option into: undefined is no option, and an inherited into is ignored
     delete (Object.prototype as Record<string, unknown>).into;
   }
 });
+
+// Setters of the result run when the copy writes the values it passes
+// through, after the holds check: the check runs again after them.
+// (A made-up result over made-up memory: the copies are refused before
+// anything reaches a device.)
+
+Deno.test("option into: a setter of the result that disposes one of its tensors refuses the copy, leaving the result free", async () => {
+  const { startCopyInto } = await import("../../src/transfer/copy_into.ts");
+  const { resultEntry } = await import("../../src/reuse/results.ts");
+  const { resolveOptions } = await import("../../src/options.ts");
+  const { CUDA0, fittingData, madeResult } = await import("./into/_result.ts");
+  // `boxes` shares its chunk with `ids`; `big` is the last hold on its block.
+  for (const victim of ["boxes", "big"] as const) {
+    const { result, chunk, own } = madeResult();
+    let name: unknown = result.name;
+    Object.defineProperty(result, "name", {
+      get: () => name,
+      set: (value) => {
+        name = value;
+        result[victim].dispose();
+      },
+      enumerable: true,
+    });
+    assert.throws(
+      () => startCopyInto(fittingData(), CUDA0, resolveOptions(undefined), result, undefined),
+      new RegExp(`its tensor ${victim === "boxes" ? 0 : 2} \\(in the walk's order\\) was disposed`),
+      victim,
+    );
+    assert.equal(name, "a", `${victim}: the value passed through put back`);
+    assert.equal(resultEntry(result, CUDA0).busy, false, victim);
+    // The copy kept no hold: the result's memory goes back when it is disposed.
+    result.boxes.dispose();
+    result.ids.dispose();
+    result.big.dispose();
+    assert.deepEqual([chunk.released, own.released], [true, true], victim);
+  }
+});
+
+Deno.test("option into: a setter of the result that takes its memory (a tensor over it) refuses the copy", async () => {
+  const { startCopyInto } = await import("../../src/transfer/copy_into.ts");
+  const { resolveOptions } = await import("../../src/options.ts");
+  const { tensorInternals } = await import("../../src/tensor.ts");
+  const { CUDA0, fittingData, madeResult } = await import("./into/_result.ts");
+  const { result } = madeResult();
+  let name: unknown = result.name;
+  let other: { disposed: boolean } | undefined;
+  Object.defineProperty(result, "name", {
+    get: () => name,
+    set: (value) => {
+      name = value;
+      // What a copy of `big` to its own device returns, then `big` disposed.
+      other ??= tensorInternals.share(result.big);
+      result.big.dispose();
+    },
+    enumerable: true,
+  });
+  assert.throws(
+    () => startCopyInto(fittingData(), CUDA0, resolveOptions(undefined), result, undefined),
+    /its tensor 2 \(in the walk's order\) was disposed/,
+  );
+  assert.equal(other?.disposed, false);
+});

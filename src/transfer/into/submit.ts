@@ -18,7 +18,7 @@ import { type AsyncCopyHandle, createCopyHandle } from "../../copy_handle.ts";
 import type { ResolvedOptions } from "../../options.ts";
 import type { ResultEntry } from "../../reuse/results.ts";
 import { BACKGROUND_MIN_BYTES } from "../../staging/background.ts";
-import { viewByteLength } from "../../dtype.ts";
+import { isBufferDetached, viewByteLength } from "../../dtype.ts";
 import { inputChanged, StageWriter } from "../../staging/pack.ts";
 import { DIRECT, type IntoRecord } from "./record.ts";
 import { Submission } from "../submission.ts";
@@ -42,7 +42,15 @@ export function submitInto(
   const submission = new Submission(record.ledger, stats);
   submission.involve(target);
   const { groups } = record;
-  for (let g = 0; g < groups.length; g++) groups[g].storage.retain();
+  // (A storage released since the holds check, by a setter of the result,
+  // refuses its hold: the ones taken go back, and the caller un-busies.)
+  let retained = 0;
+  try {
+    for (; retained < groups.length; retained++) groups[retained].storage.retain();
+  } catch (error) {
+    for (let g = 0; g < retained; g++) groups[g].storage.release();
+    throw error;
+  }
   entry.busy = true;
   let settled = false;
   const settle = () => {
@@ -139,10 +147,10 @@ function prepare(
     if (groupState[g] === DIRECT) {
       // A setter of the result, run after the read (it writes the values
       // passed through), may have disposed the arena: its buffer is then
-      // detached, and its memory must not be read.
+      // detached (whole: one view tells, an empty one too), and its memory
+      // must not be read.
       const first = leaves[0];
-      const now = viewByteLength(views[first]!);
-      if (now !== byteLengths[first]) throw inputChanged(byteLengths[first], now);
+      if (isBufferDetached(views[first]!)) throw inputChanged(byteLengths[first], 0);
       const arena = groupArena[g]!;
       if (arena !== heldArena) submission.holdArena(heldArena = arena);
       transfers.push(dst, arena.address + lo + groupDelta[g], span);
