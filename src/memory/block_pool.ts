@@ -100,12 +100,15 @@ export class BlockPool {
    */
   makeRoom(bytes: number): boolean {
     const limit = this.#limit();
-    // An idle block of the request's size is taken, not added to what is
-    // held: freeing it to make room (then allocating its like) cost every
-    // copy under a limit below twice its staging a free and an allocation.
-    if (this.#front.get(this.sizeClass(bytes))?.length) return this.#inUse + bytes <= limit;
+    // Idle blocks are freed only where that makes the room: not where the
+    // request does not fit beside what is in use anyway, nor where an idle
+    // block of its size is what it takes (not added to what is held).
+    // Either free cost every copy under a limit below twice its staging a
+    // free and an allocation of its block.
+    if (this.#inUse + bytes > limit) return false;
+    if (this.#front.get(this.sizeClass(bytes))?.length) return true;
     if (this.reservedBytes + bytes > limit && this.cachedBytes > 0) this.trim();
-    return this.#inUse + bytes <= limit;
+    return true;
   }
 
   /** The block size a request of `bytes` is served with. */

@@ -96,11 +96,7 @@ export function admission(route: Route): Promise<void> | undefined {
 export const PACKED_STAGES: PackedStages = {
   acquire(bytes) {
     if (copies.waiting > 0 || memoryLimitsError() !== undefined) return undefined;
-    const size = pinnedPool.sizeClass(bytes);
-    // A block that would not fit with every idle block freed: freeing them
-    // cannot help, and the copy's own staging would then be allocated anew.
-    if (pinnedPool.inUseBytes + size > pinnedPool.limitBytes) return undefined;
-    if (!pinnedPool.makeRoom(size)) return undefined;
+    if (!pinnedPool.makeRoom(pinnedPool.sizeClass(bytes))) return undefined;
     return pinnedPool.acquire(bytes);
   },
   release: (block) => pinnedPool.release(block),

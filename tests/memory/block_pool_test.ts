@@ -325,7 +325,7 @@ Deno.test("BlockPool never reuses a block its allocator says escaped (moved away
   assert.deepEqual([pool.inUseBytes, pool.frontBytes, pool.cachedBytes], [4096, 0, 0]);
 });
 
-Deno.test("makeRoom counts an idle block of the request's size as reused: it frees nothing for it", () => {
+Deno.test("makeRoom frees idle blocks only where that makes the room", () => {
   const { allocator, freed } = fakeAllocator();
   const pool = new BlockPool(allocator, { limitBytes: () => 200 * 1024 });
   pool.release(pool.acquire(110 * 1024)); // one idle 128 KiB block
@@ -338,4 +338,10 @@ Deno.test("makeRoom counts an idle block of the request's size as reused: it fre
   // A request of another size still has the idle block freed to make room.
   assert.equal(pool.makeRoom(150 * 1024), true);
   assert.deepEqual([pool.cachedBytes, freed.length], [0, 1]);
+  // A request that does not fit beside what is in use frees nothing: it could not help.
+  pool.release(pool.acquire(110 * 1024));
+  const held = pool.acquire(64 * 1024);
+  assert.equal(pool.makeRoom(150 * 1024), false);
+  assert.deepEqual([pool.cachedBytes, freed.length], [128 * 1024, 1]);
+  pool.release(held);
 });
