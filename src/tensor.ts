@@ -375,14 +375,7 @@ export class Tensor {
     };
     tensorInternals.disposeInBatch = (tensor, batch) => {
       if (tensor.#slot === DISPOSED) return;
-      const memory = tensor.#memory;
-      tensor.#slot = DISPOSED;
-      tensor.#memory = undefined;
-      if (tensor.#data !== undefined) {
-        hostDisposals++;
-        tensor.#data = undefined;
-        return;
-      }
+      const memory = Tensor.#markDisposed(tensor);
       if (memory === undefined) return;
       if (memory === batch.storage) {
         batch.count++;
@@ -590,13 +583,8 @@ export class Tensor {
         : new OrderedRelease(after as After, "option after");
       release.order(storage, this.#layout.device, Tensor.#arenaOf(this));
     }
-    this.#slot = DISPOSED;
+    Tensor.#markDisposed(this);
     storage?.releaseDisposed();
-    this.#memory = undefined;
-    if (this.#data !== undefined) {
-      hostDisposals++;
-      this.#data = undefined;
-    }
   }
 
   /** Same as {@linkcode Tensor.dispose}, for `using`. */
@@ -612,6 +600,19 @@ export class Tensor {
   }
 
   /** The pooled storage behind this tensor: its memory where it wraps no data. */
+  // Marks a live tensor disposed and forgets its memory; returns the
+  // storage whose hold it had (the caller drops it), if any.
+  static #markDisposed(tensor: Tensor): Storage | undefined {
+    const storage = Tensor.#storageOf(tensor);
+    tensor.#slot = DISPOSED;
+    tensor.#memory = undefined;
+    if (tensor.#data !== undefined) {
+      hostDisposals++;
+      tensor.#data = undefined;
+    }
+    return storage;
+  }
+
   static #storageOf(tensor: Tensor): Storage | undefined {
     return tensor.#data === undefined ? tensor.#memory as Storage | undefined : undefined;
   }
