@@ -244,8 +244,30 @@ export function isDetached(view: ArrayBufferView): boolean {
   return (view.buffer as ArrayBuffer).detached === true;
 }
 
+// The engine's own getters (a buffer's own properties could say anything).
 const detachedGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "detached")!
   .get! as (this: unknown) => boolean;
+const resizableGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "resizable")!
+  .get! as (this: unknown) => boolean;
+
+/** Whether an `ArrayBuffer` is detached, as the engine knows it. */
+export function isArrayBufferDetached(buffer: ArrayBuffer): boolean {
+  return detachedGetter.call(buffer);
+}
+
+/**
+ * Whether `buffer` is an `ArrayBuffer` that cannot be resized (not a
+ * shared one), as the engine knows it: its views keep their length until
+ * it is detached.
+ */
+export function isFixedArrayBuffer(buffer: ArrayBufferLike): boolean {
+  if (!(buffer instanceof ArrayBuffer)) return false;
+  try {
+    return !resizableGetter.call(buffer);
+  } catch {
+    return false; // (another realm's, or not an ArrayBuffer after all)
+  }
+}
 
 /**
  * Whether a TypedArray's buffer is detached, as the engine knows it (the
@@ -264,7 +286,7 @@ const detachedGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "d
  */
 export function isBufferDetached(view: ArrayBufferView): boolean {
   const buffer = viewBuffer(view);
-  return buffer instanceof ArrayBuffer && detachedGetter.call(buffer);
+  return buffer instanceof ArrayBuffer && isArrayBufferDetached(buffer);
 }
 
 const validatingAt = Object.getPrototypeOf(Int8Array.prototype).at as (

@@ -27,7 +27,13 @@
  * @module
  */
 
-import { type TypedArray, viewBuffer, viewByteLength } from "../../dtype.ts";
+import {
+  isArrayBufferDetached,
+  isFixedArrayBuffer,
+  type TypedArray,
+  viewBuffer,
+  viewByteLength,
+} from "../../dtype.ts";
 import { hostTensorDisposals, Tensor, tensorInternals } from "../../tensor.ts";
 
 /** In {@linkcode KnownLeaves.leaves}: a position whose leaf the last read did not take on its common path. */
@@ -106,7 +112,7 @@ export function sameLeaves(
   const { leaves, buffers } = known;
   if (buffers !== undefined && known.disposals === hostTensorDisposals()) {
     for (let n = 0; n < sources.length; n++) if (sources[n] !== leaves[n]) return false;
-    for (let b = 0; b < buffers.length; b++) if (isDetachedBuffer(buffers[b])) return false;
+    for (let b = 0; b < buffers.length; b++) if (isArrayBufferDetached(buffers[b])) return false;
     sameLeavesCounts.byBuffers++;
     return true;
   }
@@ -123,24 +129,4 @@ export function sameLeaves(
   }
   sameLeavesCounts.byLeaves++;
   return true;
-}
-
-// The engine's own getters (a buffer's own properties could say anything).
-const resizableGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "resizable")!
-  .get! as (this: unknown) => boolean;
-const detachedGetter = Object.getOwnPropertyDescriptor(ArrayBuffer.prototype, "detached")!
-  .get! as (this: unknown) => boolean;
-
-/** Whether `buffer` is an `ArrayBuffer` that cannot be resized (not a shared one). */
-function isFixedArrayBuffer(buffer: ArrayBufferLike): boolean {
-  if (!(buffer instanceof ArrayBuffer)) return false;
-  try {
-    return !resizableGetter.call(buffer);
-  } catch {
-    return false; // (another realm's, or not an ArrayBuffer after all)
-  }
-}
-
-function isDetachedBuffer(buffer: ArrayBuffer): boolean {
-  return detachedGetter.call(buffer);
 }
