@@ -1,5 +1,12 @@
 import assert from "node:assert/strict";
 import { disposeAll, startCopy, Tensor } from "../mod.ts";
+import { BlockPool } from "../src/memory/block_pool.ts";
+import { Storage } from "../src/memory/storage.ts";
+import { tensorInternals } from "../src/tensor.ts";
+import { TensorLayout } from "../src/tensor_layout.ts";
+import { vectorShape } from "../src/vector_shape.ts";
+import { forgetPlans, planStats } from "../src/walk/plan_cache.ts";
+import { walk } from "../src/walk/walk.ts";
 import { sparseArray } from "./_helpers.ts";
 
 Deno.test("disposeAll() disposes every tensor in arrays, objects and Maps", () => {
@@ -50,8 +57,6 @@ function tensorsIn(value: unknown): { reachable: Tensor[]; inside: Tensor[] } {
 }
 
 Deno.test("disposeAll() by a compiled plan disposes what the generic disposal does, whatever changed", async () => {
-  const { walk } = await import("../src/walk/walk.ts");
-  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
   const { random } = await import("../examples/reference_batch.ts");
   const rand = random(11);
   const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
@@ -110,9 +115,7 @@ Deno.test("disposeAll() by a compiled plan disposes what the generic disposal do
   assert.ok(planned > 200, `${planned} of 300 rounds had a plan`);
 });
 
-Deno.test("disposeAll() by a compiled plan hands every value that changed kind to the generic disposal", async () => {
-  const { walk } = await import("../src/walk/walk.ts");
-  const { forgetPlans } = await import("../src/walk/plan_cache.ts");
+Deno.test("disposeAll() by a compiled plan hands every value that changed kind to the generic disposal", () => {
   const t = () => Tensor.from(new Float32Array(1));
   const template =
     () => [{ a: t(), b: [t(), t()], c: { d: t() } }, { a: t(), b: [t()], c: { d: t() } }];
@@ -179,42 +182,50 @@ Deno.test("disposeAll() disposes a long holey array's elements, not its named pr
   }
 });
 
-/** Tensors bound to two made-up storages: `count` in `a`, one of which shares its hold with `extra`. */
-async function boundTensors(count: number) {
-  const { BlockPool } = await import("../src/memory/block_pool.ts");
-  const { Storage } = await import("../src/memory/storage.ts");
-  const { tensorInternals } = await import("../src/tensor.ts");
-  const { TensorLayout } = await import("../src/tensor_layout.ts");
-  const { vectorShape } = await import("../src/vector_shape.ts");
+/** A pool over made-up addresses; `free` is its allocator's. */
+function madeUpPool(free: () => void = () => {}, limitBytes?: () => number): BlockPool {
   let next = 1 << 20;
-  const pool = new BlockPool({ alloc: (bytes) => (next += bytes + 4096) - bytes, free() {} });
+  return new BlockPool({ alloc: (bytes) => (next += bytes + 4096) - bytes, free }, { limitBytes });
+}
+
+/** `count` float32 tensors of one element bound to `storage`, 16 bytes apart. */
+function boundTo(storage: Storage, count: number): Tensor[] {
   const layout = new TensorLayout("float32", vectorShape(1), 4, 0);
+  return Array.from(
+    { length: count },
+    (_, i) => tensorInternals.createBound(layout, storage, 16 * i),
+  );
+}
+
+/** Tensors bound to two made-up storages: `count` in `a`, one of which shares its hold with `extra`. */
+function boundTensors(count: number) {
+  const pool = madeUpPool();
   const a = new Storage(pool, pool.acquire(4096), count);
   const b = new Storage(pool, pool.acquire(4096), 2);
-  const inA = Array.from(
-    { length: count },
-    (_, i) => tensorInternals.createBound(layout, a, 16 * i),
-  );
-  const inB = [0, 1].map((i) => tensorInternals.createBound(layout, b, 16 * i));
+  const inA = boundTo(a, count);
+  const inB = boundTo(b, 2);
   // Another tensor over a's memory, with its own hold.
   const extra = tensorInternals.share(inA[0]);
   return { pool, a, b, inA, inB, extra };
 }
 
-Deno.test("disposeAll() by a compiled plan drops each storage's holds together, as one dispose() per tensor would", async () => {
-  const { walk } = await import("../src/walk/walk.ts");
-  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
-  const { a, b, inA, inB, extra, pool } = await boundTensors(6);
+/** Walks `value` twice, so that its structure gets a compiled plan (which disposeAll then uses). */
+function compilePlanOf(value: unknown): void {
+  forgetPlans();
+  walk(value, { add: (leaf: unknown) => leaf });
+  walk(value, { add: (leaf: unknown) => leaf });
+  assert.equal(planStats().kept, 1);
+}
+
+Deno.test("disposeAll() by a compiled plan drops each storage's holds together, as one dispose() per tensor would", () => {
+  const { a, b, inA, inB, extra, pool } = boundTensors(6);
   // Runs of tensors of one storage, interleaved with the other's, and one tensor twice.
   const result = [
     { x: inA[0], y: inA[1], z: inB[0] },
     { x: inA[2], y: inB[1], z: inA[3] },
     { x: inA[4], y: inA[4], z: inA[5] },
   ];
-  forgetPlans();
-  walk(result, { add: (leaf: unknown) => leaf });
-  walk(result, { add: (leaf: unknown) => leaf });
-  assert.equal(planStats().kept, 1);
+  compilePlanOf(result);
   disposeAll(result);
   assert.ok([...inA, ...inB].every((tensor) => tensor.disposed));
   assert.equal(b.released, true);
@@ -225,15 +236,10 @@ Deno.test("disposeAll() by a compiled plan drops each storage's holds together, 
   assert.equal(pool.stats().inUseBytes, 0);
 });
 
-Deno.test("disposeAll() by a compiled plan: where a getter throws midway, the tensors disposed before it lose their holds", async () => {
-  const { walk } = await import("../src/walk/walk.ts");
-  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
-  const { a, inA, extra } = await boundTensors(4);
+Deno.test("disposeAll() by a compiled plan: where a getter throws midway, the tensors disposed before it lose their holds", () => {
+  const { a, inA, extra } = boundTensors(4);
   const result: Record<string, unknown>[] = [{ x: inA[0], y: inA[1] }, { x: inA[2], y: inA[3] }];
-  forgetPlans();
-  walk(result, { add: (leaf: unknown) => leaf });
-  walk(result, { add: (leaf: unknown) => leaf });
-  assert.equal(planStats().kept, 1);
+  compilePlanOf(result);
   Object.defineProperty(result[1], "y", {
     enumerable: true,
     get() {
@@ -249,34 +255,18 @@ Deno.test("disposeAll() by a compiled plan: where a getter throws midway, the te
   assert.equal(a.released, true);
 });
 
-Deno.test("disposeAll() by a compiled plan: a storage whose release throws leaves the next storage's holds right", async () => {
-  const { walk } = await import("../src/walk/walk.ts");
-  const { forgetPlans, planStats } = await import("../src/walk/plan_cache.ts");
-  const { BlockPool } = await import("../src/memory/block_pool.ts");
-  const { Storage } = await import("../src/memory/storage.ts");
-  const { tensorInternals } = await import("../src/tensor.ts");
-  const { TensorLayout } = await import("../src/tensor_layout.ts");
-  const { vectorShape } = await import("../src/vector_shape.ts");
-  let next = 1 << 20;
-  const alloc = (bytes: number) => (next += bytes + 4096) - bytes;
+Deno.test("disposeAll() by a compiled plan: a storage whose release throws leaves the next storage's holds right", () => {
   // A pool over its limit frees what comes back, and its free fails (a CUDA error).
-  const failing = new BlockPool({
-    alloc,
-    free() {
-      throw new Error("free failed");
-    },
-  }, { limitBytes: () => 1000 });
-  const pool = new BlockPool({ alloc, free() {} });
-  const layout = new TensorLayout("float32", vectorShape(1), 4, 0);
+  const failing = madeUpPool(() => {
+    throw new Error("free failed");
+  }, () => 1000);
+  const pool = madeUpPool();
   const first = new Storage(failing, failing.acquire(4096), 2);
   const second = new Storage(pool, pool.acquire(4096), 3);
-  const [t1, t2] = [0, 16].map((at) => tensorInternals.createBound(layout, first, at));
-  const [u1, u2, u3] = [0, 16, 32].map((at) => tensorInternals.createBound(layout, second, at));
+  const [t1, t2] = boundTo(first, 2);
+  const [u1, u2, u3] = boundTo(second, 3);
   const result = [t1, t2, u1];
-  forgetPlans();
-  walk(result, { add: (leaf: unknown) => leaf });
-  walk(result, { add: (leaf: unknown) => leaf });
-  assert.equal(planStats().kept, 1);
+  compilePlanOf(result);
   assert.throws(() => disposeAll(result), /free failed/);
   // u1's hold dropped, u2's and u3's kept (not first's two).
   assert.equal(second.holds, 2);
