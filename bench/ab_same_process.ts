@@ -13,11 +13,13 @@
  * versions have `hostArena`). Prints one line per case: both medians, their
  * ratio and the median of the pairs' ratios, for the copy (`startCopy` to
  * `get()` resolved) and for the copy with `disposeAll(result)` after it
- * (what a training step pays the library). The two `into` cases copy the
+ * (what a training step pays the library). The three `into` cases copy the
  * reference batch into the last result (`startCopy(…, { into })`), from
- * ordinary memory and from a `hostArena`; their result is kept, so their
- * "with disposal" line is the copy alone. `MTC_AB_ONLY=<text>` runs only the
- * cases whose name contains it (`MTC_AB_ONLY=into`: the two `into` cases);
+ * ordinary memory, from a `hostArena`, and from a `hostArena` with the
+ * batch's and the result's containers frozen (the frozen path,
+ * src/transfer/into/frozen.ts); their result is kept, so their "with
+ * disposal" line is the copy alone. `MTC_AB_ONLY=<text>` runs only the
+ * cases whose name contains it (`MTC_AB_ONLY=into`: the `into` cases);
  * `MTC_AB_NEW_FIRST=1` loads the new library first (the old one is loaded
  * first otherwise: run both, since the second-loaded one can read slower).
  *
@@ -25,6 +27,7 @@
  */
 
 import { abArgs, exitWithoutGpu } from "./_ab_args.ts";
+import { freezeContainers } from "../examples/freeze_containers.ts";
 
 type Library = typeof import("../mod.ts");
 type Examples = typeof import("../examples/reference_batch.ts");
@@ -47,6 +50,11 @@ async function side(lib: Library, examples: Examples): Promise<Side> {
   const hasInto = await acceptsInto(lib);
   const intoArena = inArena && hasInto ? await lib.startCopy(inArena, "cuda:0").get() : undefined;
   const intoRef = hasInto ? await lib.startCopy(ref16, "cuda:0").get() : undefined;
+  // The same in a batch and a result frozen (what the frozen path skips reading).
+  const frozenArena = intoArena && lib.hostArena(1 << 20);
+  const inFrozen = frozenArena &&
+    freezeContainers(examples.createBatchMetaData(16, 1, frozenArena));
+  const intoFrozen = inFrozen && freezeContainers(await lib.startCopy(inFrozen, "cuda:0").get());
   return {
     lib,
     inputs: [
@@ -59,8 +67,20 @@ async function side(lib: Library, examples: Examples): Promise<Side> {
       intoArena && inArena,
       typedArrayLeaves(lib, ref16),
       Array.from({ length: 100_000 }, (_, i) => new Float32Array([i, i + 0.5])),
+      inFrozen,
     ],
-    into: [undefined, undefined, undefined, undefined, undefined, intoRef, intoArena],
+    into: [
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      undefined,
+      intoRef,
+      intoArena,
+      undefined,
+      undefined,
+      intoFrozen,
+    ],
   };
 }
 
@@ -86,6 +106,7 @@ const CASES = [
   "ref 16 arena, into",
   "ref 16 TypedArray H2D",
   "100k tiny H2D",
+  "ref 16 arena frozen, into",
 ];
 
 /** Copies fewer times than `iterations` (each a batch several times larger). */

@@ -22,6 +22,7 @@
  * @module
  */
 
+import { freezeContainers } from "../examples/freeze_containers.ts";
 import { copyAsync, copyFromBuffer, deviceAlloc, deviceFree, gather } from "../ffi/native.ts";
 import { eventStatus } from "../ffi/events.ts";
 import { streamSynchronize } from "../ffi/streams.ts";
@@ -337,6 +338,24 @@ await hostToDeviceCase("ref batch 16 H2D", ref16, SMALL_ITERATIONS);
     ],
   );
   disposeAll(previous);
+  // The same with the batch's and the result's containers frozen: the
+  // frozen path reads neither structure again (src/transfer/into/frozen.ts).
+  const frozenArena = hostArena(1 << 20);
+  const frozen = freezeContainers(createBatchMetaData(16, 1, frozenArena));
+  const frozenPrevious = freezeContainers(await startCopy(frozen, "cuda:0").get());
+  await runCase(
+    "ref batch 16 H2D from a hostArena, frozen, into the last result",
+    frozen,
+    SMALL_ITERATIONS,
+    [
+      ["(c) startCopy({ into })", async () => {
+        await startCopy(frozen, "cuda:0", { into: frozenPrevious }).get();
+      }],
+      [FLOOR, floor.run],
+    ],
+  );
+  disposeAll(frozenPrevious);
+  frozenArena.dispose();
   floor.free();
   arena.dispose();
 }

@@ -33,7 +33,11 @@ export const MAX_TOTAL_SOURCE = 8 * 1024 * 1024;
  * A compiled check: walks `data` with `result` beside it, fills `columns`
  * and returns the number of values passed through, or -1 where the data
  * does not fit (the generic walk then says where). Leaves are not checked
- * beyond their position: the caller checks each source.
+ * beyond their position: the caller checks each source. The result-only
+ * form ({@linkcode compileCheck}'s `resultOnly`) reads no data: it checks
+ * that the result still holds its tensors and refills only
+ * `columns.passContainers`, for data known not to have changed (a frozen
+ * structure, transfer/into/frozen.ts).
  */
 export type CompiledCheck = (data: unknown, result: unknown, columns: MatchColumns) => number;
 
@@ -57,9 +61,12 @@ type Factory = (
 const factories = new Map<string, Factory>();
 let totalSource = 0;
 
-/** The compiled check of `shape`, or undefined where it is not compiled (see the module doc). */
-export function compileCheck(shape: IntoShape): CompiledCheck | undefined {
-  const code = checkSource(shape.root);
+/**
+ * The compiled check of `shape`, or undefined where it is not compiled (see
+ * the module doc); `resultOnly`: its result-only form (see {@linkcode CompiledCheck}).
+ */
+export function compileCheck(shape: IntoShape, resultOnly = false): CompiledCheck | undefined {
+  const code = checkSource(shape.root, resultOnly);
   if (code === undefined) return undefined;
   const { source, keyLists } = code;
   let factory = factories.get(source);
@@ -100,10 +107,12 @@ export function checkCodeStats(): { distinct: number; sourceChars: number } {
 
 /**
  * The body of a function of `T` (the tensors), `K` (the key lists) and the
- * helpers that returns the check; undefined for a structure not compiled.
+ * helpers that returns the check (its result-only form where `resultOnly`);
+ * undefined for a structure not compiled.
  */
 export function checkSource(
   root: ShapeNode,
+  resultOnly = false,
 ): { source: string; keyLists: (readonly string[])[] } | undefined {
   const keyLists: (readonly string[])[] = [];
   const lines: string[] = [];
@@ -118,6 +127,11 @@ export function checkSource(
 
   // A value passed through, at `key` of containers `d` (data) and `p` (result).
   const emitPass = (d: string, p: string, key: string, indent: string) => {
+    if (resultOnly) {
+      // (The key and the value are the last full check's: the data has not changed.)
+      emitLine(`${indent}C.passContainers[m++] = ${p};`);
+      return;
+    }
     const v = fresh("v");
     emitLine(`${indent}const ${v} = ${d}[${key}];`);
     emitLine(
@@ -132,7 +146,11 @@ export function checkSource(
   const emitChild = (node: ShapeNode, d: string, p: string, key: string, indent: string) => {
     if (node.kind === "pass") return emitPass(d, p, key, indent);
     const dv = fresh("d"), pv = fresh("p");
-    emitLine(`${indent}const ${dv} = ${d}[${key}], ${pv} = ${p}[${key}];`);
+    emitLine(
+      resultOnly
+        ? `${indent}const ${pv} = ${p}[${key}];`
+        : `${indent}const ${dv} = ${d}[${key}], ${pv} = ${p}[${key}];`,
+    );
     emit(node, dv, pv, indent);
   };
 
@@ -144,7 +162,7 @@ export function checkSource(
     switch (node.kind) {
       case "leaf":
         emitLine(`${indent}if (${p} !== T[n]) return -1;`);
-        emitLine(`${indent}C.sources[n++] = ${d};`);
+        emitLine(resultOnly ? `${indent}n++;` : `${indent}C.sources[n++] = ${d};`);
         return;
       case "pass":
         // Only as a child (the root is never a value passed through here).
@@ -155,7 +173,9 @@ export function checkSource(
         return;
       case "array": {
         const length = node.items.length;
-        emitLine(`${indent}if (!Array.isArray(${d}) || ${d}.length !== ${length}) return -1;`);
+        if (!resultOnly) {
+          emitLine(`${indent}if (!Array.isArray(${d}) || ${d}.length !== ${length}) return -1;`);
+        }
         if (length === 0) return;
         if (node.same && length > 1) {
           const i = fresh("i");
@@ -171,6 +191,14 @@ export function checkSource(
         const { keys, values, nullPrototype } = node;
         if (keys.some((key) => key === "__proto__" || key.length > MAX_KEY_LENGTH)) {
           compilable = false;
+          return;
+        }
+        if (resultOnly) {
+          // (The result's own containers are not checked: a result changed
+          // under its structure is found at its tensors, as by the full check.)
+          for (let i = 0; i < keys.length; i++) {
+            emitChild(values[i], d, p, JSON.stringify(keys[i]), indent);
+          }
           return;
         }
         const k = keyLists.push(keys) - 1;
@@ -206,16 +234,19 @@ export function checkSource(
   if (root.kind === "pass") return undefined;
   emit(root, "data", "result", "    ");
   if (!compilable || size > MAX_SOURCE) return undefined;
+  // (The result-only form runs no for-in: Object.prototype's keys are its caller's to check.)
   const source = [
-    "return function check(data, result, C) {",
+    resultOnly
+      ? "return function checkResult(data, result, C) {"
+      : "return function check(data, result, C) {",
     "  let n = 0, m = 0;",
-    "  const clean = noInheritedKeys();",
+    ...(resultOnly ? [] : ["  const clean = noInheritedKeys();"]),
     "  try {",
     ...lines,
     "  } catch {",
     "    return -1;",
     "  }",
-    "  return clean && !noInheritedKeys() ? -1 : m;",
+    resultOnly ? "  return m;" : "  return clean && !noInheritedKeys() ? -1 : m;",
     "};",
   ].join("\n");
   return { source, keyLists };

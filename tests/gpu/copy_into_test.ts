@@ -1,3 +1,4 @@
+import { freezeContainers } from "../../examples/freeze_containers.ts";
 import assert from "node:assert/strict";
 import { testAids } from "../../ffi/test_aids.ts";
 import {
@@ -13,6 +14,7 @@ import {
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
+import { frozenCounts } from "../../src/transfer/into/frozen.ts";
 import { intoOrdering } from "../../src/transfer/into/holds.ts";
 import {
   bytesOf,
@@ -110,6 +112,39 @@ Deno.test({
     await packed.get();
     assert.equal(packed.stats().copies, 1);
     assertSameBytes(previous, ordinary);
+    disposeAll(previous);
+  },
+});
+
+Deno.test({
+  ...gpu,
+  name: "into: a frozen batch and result are not read again, and every step's bytes arrive",
+  async fn() {
+    const arena = hostArena(1 << 20);
+    const data = freezeContainers(createBatchMetaData(16, 1, arena));
+    const previous = freezeContainers(await startCopy(data, "cuda:0").get());
+    const leaves = flatten(data) as Tensor[];
+    const start = { ...frozenCounts };
+    for (let step = 0; step < 6; step++) {
+      for (const [i, leaf] of leaves.entries()) {
+        const bytes = leaf.toTypedArray();
+        new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength).set(
+          randomArray(Uint8Array, bytes.byteLength, 1000 * step + i),
+        );
+      }
+      const handle = startCopy(data, "cuda:0", { into: previous });
+      assert.equal(await handle.get(), previous);
+      assert.equal(handle.stats().copies, 1, "one DMA from the arena");
+      assertSameBytes(previous, data);
+    }
+    // Checked twice in full (a root met twice), then taken: the data's
+    // structure from the third copy on, the result's from the fourth.
+    assert.deepEqual(frozenCounts, { structure: start.structure + 4, result: start.result + 3 });
+    // Bytes gone are found as before: a leaf disposed, then the arena.
+    leaves[7].dispose();
+    assert.throws(() => startCopy(data, "cuda:0", { into: previous }), /disposed tensor/);
+    arena.dispose();
+    assert.throws(() => startCopy(data, "cuda:0", { into: previous }), /detached/);
     disposeAll(previous);
   },
 });

@@ -56,6 +56,12 @@ export interface KnownLeaves {
   buffers: ArrayBuffer[] | undefined;
   /** `hostTensorDisposals()` at that read. */
   disposals: number;
+  /**
+   * Whether the sources are the known leaves, found so by the last
+   * {@linkcode sameLeaves} and not rewritten since (the caller clears it
+   * when it rewrites them): then they are not compared again.
+   */
+  sameSources: boolean;
 }
 
 /** Reads that found the known leaves by their buffers, and leaf by leaf (for tests). */
@@ -66,12 +72,19 @@ export const sameLeavesCounts: { byBuffers: number; byLeaves: number } = {
 
 /** The known leaves of a result of `n` tensors: none yet. */
 export function knownLeaves(n: number): KnownLeaves {
-  return { leaves: new Array(n).fill(NOT_KNOWN), complete: false, buffers: [], disposals: 0 };
+  return {
+    leaves: new Array(n).fill(NOT_KNOWN),
+    complete: false,
+    buffers: [],
+    disposals: 0,
+    sameSources: false,
+  };
 }
 
 /** A full read starts: until it completes, nothing is known. */
 export function startRead(known: KnownLeaves): void {
   known.complete = false;
+  known.sameSources = false;
   if (known.buffers !== undefined) known.buffers.length = 0;
   else known.buffers = [];
   known.disposals = hostTensorDisposals();
@@ -110,15 +123,19 @@ export function sameLeaves(
 ): boolean {
   if (!known.complete) return false;
   const { leaves, buffers } = known;
+  const compared = known.sameSources;
   if (buffers !== undefined && known.disposals === hostTensorDisposals()) {
-    for (let n = 0; n < sources.length; n++) if (sources[n] !== leaves[n]) return false;
+    if (!compared) {
+      for (let n = 0; n < sources.length; n++) if (sources[n] !== leaves[n]) return false;
+    }
     for (let b = 0; b < buffers.length; b++) if (isArrayBufferDetached(buffers[b])) return false;
+    known.sameSources = true;
     sameLeavesCounts.byBuffers++;
     return true;
   }
   for (let n = 0; n < sources.length; n++) {
     const x = sources[n];
-    if (x !== leaves[n]) return false;
+    if (!compared && x !== leaves[n]) return false;
     if (x instanceof Tensor) {
       // A disposed tensor reads as REJECTED_LEAF; a grown length-tracking
       // view as a fresh view: neither is the one recorded.
@@ -127,6 +144,7 @@ export function sameLeaves(
       return false;
     }
   }
+  known.sameSources = true;
   sameLeavesCounts.byLeaves++;
   return true;
 }

@@ -24,6 +24,8 @@ import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
 import { type LeafCheck, matchShape } from "../../reuse/into_match.ts";
 import { describe, isLeafArray } from "../../reuse/into_shape.ts";
 import { REJECTED_LEAF, sameDims, Tensor, tensorInternals } from "../../tensor.ts";
+import { noInheritedKeys } from "../../walk/plan_checks.ts";
+import { frozenAlong, frozenCounts } from "./frozen.ts";
 import { noteLeaf, sameLeaves, startRead } from "./known.ts";
 import { DIRECT, type IntoRecord, PACK, UNSET } from "./record.ts";
 
@@ -60,16 +62,11 @@ function fits(record: IntoRecord, n: number, fields: LeafFields): boolean {
  * @throws {TypeError} / {Error} with the path where they differ (see {@linkcode leafThrower})
  */
 export function readData(record: IntoRecord, data: unknown, into: object): number {
-  const { columns, check, groupState, groupArena, groupDelta, groupOf, offsets, views, codes } =
-    record;
+  const { columns, groupState, groupArena, groupDelta, groupOf, offsets, views, codes } = record;
   const { known } = record;
-  let passes = check === undefined ? -1 : check(data, into, columns);
-  if (passes < 0) {
-    // The generic check writes the columns of the leaves it reads (and may
-    // throw midway): what the last read recorded no longer stands.
-    known.complete = false;
-    passes = matchShape(record.shape, data, into, columns, leafThrower(record));
-  }
+  // (frozen.data is an object or undefined: undefined data takes the check, and fails it.)
+  let passes = data === record.frozen.data && data !== undefined ? frozenPasses(record, into) : -1;
+  if (passes < 0) passes = checkData(record, data, into);
   if (sameLeaves(known, columns.sources, record.views, record.byteLengths)) {
     readCounts.same++;
     return passes;
@@ -142,6 +139,75 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
     }
   }
   known.complete = true;
+  return passes;
+}
+
+/**
+ * The data's structure checked against the result's (compiled, else
+ * generic), its leaves and the values it passes through written into the
+ * columns; returns the number of values passed through. A root met twice
+ * in a row is checked deep-frozen first (frozen.ts): where it is, its next
+ * copies skip this check.
+ *
+ * @throws {TypeError} / {Error} with the path where they differ
+ */
+function checkData(record: IntoRecord, data: unknown, into: object): number {
+  const { check, columns, known, frozen } = record;
+  // The columns are rewritten from here on.
+  known.sameSources = false;
+  if (data !== frozen.data) frozen.data = undefined;
+  // Before the check reads it: what it reads of a frozen root is final.
+  let deepFrozen = false;
+  if (check !== undefined && data === frozen.seen) {
+    if (data === frozen.frozen) {
+      deepFrozen = true;
+    } else if (data !== frozen.notFrozen && Object.isFrozen(data)) {
+      deepFrozen = frozenAlong(record.shape.root, data);
+      if (deepFrozen) frozen.frozen = data;
+      else frozen.notFrozen = data;
+    }
+  }
+  const passes = check === undefined ? -1 : check(data, into, columns);
+  if (passes >= 0) {
+    frozen.seen = data;
+    if (deepFrozen) {
+      frozen.data = data;
+      frozen.passes = passes;
+    }
+    return passes;
+  }
+  // The generic check writes the columns of the leaves it reads (and may
+  // throw midway): what the last read recorded no longer stands.
+  known.complete = false;
+  frozen.data = frozen.seen = undefined;
+  return matchShape(record.shape, data, into, columns, leafThrower(record));
+}
+
+/**
+ * The values passed through by the frozen data root the columns were
+ * filled from (frozen.ts), without reading it again: where the result
+ * still holds its tensors (read by the result-only check, or not at all
+ * for a deep-frozen result); -1 where the full check must run.
+ */
+function frozenPasses(record: IntoRecord, into: object): number {
+  const { frozen } = record;
+  // Enumerable keys on Object.prototype would be read by the generic walk.
+  if (!noInheritedKeys()) return -1;
+  if (frozen.resultFrozen) {
+    frozenCounts.structure++;
+    frozenCounts.result++;
+    return frozen.passes;
+  }
+  // Before the result-only check reads it, as for the data.
+  let deepFrozen = false;
+  if (!frozen.resultTried && Object.isFrozen(into)) {
+    frozen.resultTried = true;
+    deepFrozen = frozenAlong(record.shape.root, into);
+  }
+  const passes = record.checkResult!(undefined, into, record.columns);
+  if (passes !== frozen.passes) return -1;
+  if (deepFrozen) frozen.resultFrozen = true;
+  frozenCounts.structure++;
   return passes;
 }
 

@@ -19,6 +19,7 @@ import type { MatchColumns } from "../../reuse/into_match.ts";
 import { buildShape, type IntoShape } from "../../reuse/into_shape.ts";
 import { type TensorFields, tensorFields, tensorInternals } from "../../tensor.ts";
 import type { LedgerRoute } from "../ledger_ops.ts";
+import { type FrozenReads, frozenReads } from "./frozen.ts";
 import { type KnownLeaves, knownLeaves } from "./known.ts";
 
 /** One storage of a result and its tensors. */
@@ -40,6 +41,8 @@ export interface Group {
 export interface IntoRecord {
   readonly shape: IntoShape;
   readonly check: CompiledCheck | undefined;
+  /** The check's result-only form (defined where `check` is). */
+  readonly checkResult: CompiledCheck | undefined;
   readonly columns: MatchColumns;
   readonly dtypes: readonly DType[];
   readonly byteLengths: Float64Array;
@@ -63,6 +66,8 @@ export interface IntoRecord {
   readonly groupState: Uint8Array;
   /** The leaves of the last complete read, which the columns above describe (known.ts). */
   readonly known: KnownLeaves;
+  /** The frozen data root whose structure is not read again (frozen.ts). */
+  readonly frozen: FrozenReads;
 }
 
 /** A group's state in one copy: no leaf with bytes seen yet. */
@@ -140,9 +145,11 @@ export function buildRecord(result: object, device: number): IntoRecord {
     group.hi = Math.max(group.hi, offset + FIELDS.byteLength);
     groupOf[i] = g;
   }
+  const check = compileCheck(shape);
   return {
     shape,
-    check: compileCheck(shape),
+    check,
+    checkResult: check === undefined ? undefined : compileCheck(shape, true),
     columns: {
       sources: new Array(n).fill(undefined),
       passContainers: [],
@@ -164,6 +171,7 @@ export function buildRecord(result: object, device: number): IntoRecord {
     groupDelta: new Float64Array(groups.length),
     groupState: new Uint8Array(groups.length),
     known: knownLeaves(n),
+    frozen: frozenReads(),
   };
 }
 
