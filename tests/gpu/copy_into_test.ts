@@ -14,7 +14,7 @@ import {
 import { createBatchMetaData } from "../../examples/reference_batch.ts";
 import { devicePool } from "../../src/memory/device_memory.ts";
 import { pinnedPool } from "../../src/memory/pinned_memory.ts";
-import { frozenCounts } from "../../src/transfer/into/frozen.ts";
+import { frozenCounts, whenFrozenPathReady } from "../../src/transfer/into/frozen.ts";
 import { intoOrdering } from "../../src/transfer/into/holds.ts";
 import {
   bytesOf,
@@ -124,6 +124,7 @@ Deno.test({
     const data = freezeContainers(createBatchMetaData(16, 1, arena));
     const previous = freezeContainers(await startCopy(data, "cuda:0").get());
     const leaves = flatten(data) as Tensor[];
+    await whenFrozenPathReady(); // (in a fresh process: a copy or two later otherwise)
     const start = { ...frozenCounts };
     for (let step = 0; step < 6; step++) {
       for (const [i, leaf] of leaves.entries()) {

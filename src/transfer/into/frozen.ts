@@ -9,39 +9,43 @@
  * change a key or a value, nor change its prototype, and a data property
  * has no code to run; so the same root has the same containers, keys and
  * leaves (the same `Tensor` and TypedArray objects) forever. What can still
- * change is the leaves' bytes and state (a disposed tensor, a detached
- * buffer), which known.ts checks at every copy as before, and
- * Object.prototype, whose enumerable keys the generic walk would read: the
- * copy checks it has none. The result's tensors' holds are checked as
- * before (holds.ts).
+ * change is checked at every copy as before: the leaves' bytes and state (a
+ * disposed tensor, a detached buffer: known.ts), the values passed through
+ * (their prototypes), the result's tensors' holds (holds.ts); and while
+ * Object.prototype has enumerable keys, the compiled check leaves data to
+ * the generic one, and so does this path.
  *
- * Bounded: the deep check runs once per root that came twice in a row (a
- * root met once, a batch built per step, costs one comparison), and once
- * per result; a root whose check failed is not checked again. A structure
- * frozen after its first copies is taken from then on.
+ * Bounded: the deep check runs when a root comes a second time in a row,
+ * once for that run of copies of it (a batch built per step costs one
+ * comparison), and once per result: a root must be frozen before its
+ * second copy in a row, a result before the copy after. Proxies and values
+ * passed through are not fixed by freezing: see below and `frozenPasses`
+ * in leaves.ts.
  *
  * @module
  */
 
+import type { CompiledCheck } from "../../reuse/into_code.ts";
 import type { ShapeNode } from "../../reuse/into_shape.ts";
 
 /** What a result's record keeps for the frozen path. */
 export interface FrozenReads {
   /**
    * The data root the columns were last filled from by a check that passed,
-   * checked deep-frozen before that check: its structure is not read again.
+   * found deep-frozen before that check: its structure is not read again.
    */
   data: unknown;
   /** The values that check passed through. */
   passes: number;
   /** The root of the last read whose check passed (frozen or not). */
   seen: unknown;
-  /** The last root found deep-frozen, and the last found not to be. */
-  frozen: unknown;
-  notFrozen: unknown;
+  /** That root, once checked deep-frozen (whatever the answer: once a run of copies of it). */
+  decided: unknown;
+  /** The result-only check, compiled once a root is found deep-frozen (undefined: not yet, or too large). */
+  checkResult: CompiledCheck | undefined;
   /** Whether the result is deep-frozen and its result-only check passed since. */
   resultFrozen: boolean;
-  /** Whether the result was checked deep-frozen (once: true or false for good). */
+  /** Whether the result was checked deep-frozen (once: the answer stands for good). */
   resultTried: boolean;
 }
 
@@ -58,11 +62,37 @@ export function frozenReads(): FrozenReads {
     data: undefined,
     passes: 0,
     seen: undefined,
-    frozen: undefined,
-    notFrozen: undefined,
+    decided: undefined,
+    checkResult: undefined,
     resultFrozen: false,
     resultTried: false,
   };
+}
+
+// Proxies are never frozen here: their traps run at every read, throw once
+// revoked, and may list keys in another order, while a target's being
+// frozen fixes only the keys and values they report. JavaScript cannot
+// tell a proxy; Node's `util.types.isProxy` can, in Deno too. Loaded on
+// first need (importing node:util costs ~8 ms, a fifth of the package's
+// own import, which every user would pay): until it is, nothing is frozen.
+let isProxy: ((value: unknown) => boolean) | undefined;
+let loading: Promise<void> | undefined;
+
+/**
+ * Whether the frozen path can tell proxies yet; starts loading what tells
+ * them the first time it is asked.
+ */
+export function frozenPathReady(): boolean {
+  loading ??= import("node:util").then((util) => {
+    isProxy = util.types.isProxy;
+  }, () => {});
+  return isProxy !== undefined;
+}
+
+/** Resolves once the frozen path can tell proxies (for tests and benchmarks). */
+export async function whenFrozenPathReady(): Promise<void> {
+  frozenPathReady();
+  await loading;
 }
 
 /**
@@ -80,7 +110,8 @@ export function frozenAlong(node: ShapeNode, value: unknown): boolean {
     case "map":
       return false;
     case "array": {
-      if (!Array.isArray(value) || !Object.isFrozen(value)) return false;
+      // (Proxies first: isFrozen and isArray would run or pass through their traps.)
+      if (!ordinary(value) || !Array.isArray(value) || !Object.isFrozen(value)) return false;
       const { items } = node;
       for (let i = 0; i < items.length; i++) {
         const item = dataValue(value, String(i));
@@ -89,7 +120,7 @@ export function frozenAlong(node: ShapeNode, value: unknown): boolean {
       return true;
     }
     case "object": {
-      if (typeof value !== "object" || value === null || !Object.isFrozen(value)) return false;
+      if (!ordinary(value) || !Object.isFrozen(value)) return false;
       const { keys, values } = node;
       for (let i = 0; i < keys.length; i++) {
         const item = dataValue(value, keys[i]);
@@ -98,6 +129,11 @@ export function frozenAlong(node: ShapeNode, value: unknown): boolean {
       return true;
     }
   }
+}
+
+/** An object that is no proxy (false too while proxies cannot be told: see above). */
+function ordinary(value: unknown): value is object {
+  return typeof value === "object" && value !== null && isProxy !== undefined && !isProxy(value);
 }
 
 const NOT_DATA: unique symbol = Symbol("not a data property");

@@ -22,10 +22,11 @@ import { CPU } from "../../device.ts";
 import { isDetached, type TypedArray, viewByteLength, viewByteOffset } from "../../dtype.ts";
 import { type LeafFields, leafFields, readLeaf } from "../../leaf_fields.ts";
 import { type LeafCheck, matchShape } from "../../reuse/into_match.ts";
-import { describe, isLeafArray } from "../../reuse/into_shape.ts";
+import { compileCheck } from "../../reuse/into_code.ts";
+import { describe, isLeafArray, isWalked } from "../../reuse/into_shape.ts";
 import { REJECTED_LEAF, sameDims, Tensor, tensorInternals } from "../../tensor.ts";
 import { noInheritedKeys } from "../../walk/plan_checks.ts";
-import { frozenAlong, frozenCounts } from "./frozen.ts";
+import { frozenAlong, frozenCounts, frozenPathReady } from "./frozen.ts";
 import { noteLeaf, sameLeaves, startRead } from "./known.ts";
 import { DIRECT, type IntoRecord, PACK, UNSET } from "./record.ts";
 
@@ -64,7 +65,7 @@ function fits(record: IntoRecord, n: number, fields: LeafFields): boolean {
 export function readData(record: IntoRecord, data: unknown, into: object): number {
   const { columns, groupState, groupArena, groupDelta, groupOf, offsets, views, codes } = record;
   const { known } = record;
-  // (frozen.data is an object or undefined: undefined data takes the check, and fails it.)
+  // (frozen.data is an object, or undefined: undefined data takes the check, and fails it.)
   let passes = data === record.frozen.data && data !== undefined ? frozenPasses(record, into) : -1;
   if (passes < 0) passes = checkData(record, data, into);
   if (sameLeaves(known, columns.sources, record.views, record.byteLengths)) {
@@ -145,9 +146,9 @@ export function readData(record: IntoRecord, data: unknown, into: object): numbe
 /**
  * The data's structure checked against the result's (compiled, else
  * generic), its leaves and the values it passes through written into the
- * columns; returns the number of values passed through. A root met twice
- * in a row is checked deep-frozen first (frozen.ts): where it is, its next
- * copies skip this check.
+ * columns; returns the number of values passed through. A root met a
+ * second time in a row is checked deep-frozen first (frozen.ts): where it
+ * is, its next copies skip this check.
  *
  * @throws {TypeError} / {Error} with the path where they differ
  */
@@ -156,16 +157,17 @@ function checkData(record: IntoRecord, data: unknown, into: object): number {
   // The columns are rewritten from here on.
   known.sameSources = false;
   if (data !== frozen.data) frozen.data = undefined;
+  const again = data === frozen.seen;
+  if (!again) frozen.decided = undefined;
   // Before the check reads it: what it reads of a frozen root is final.
   let deepFrozen = false;
-  if (check !== undefined && data === frozen.seen) {
-    if (data === frozen.frozen) {
-      deepFrozen = true;
-    } else if (data !== frozen.notFrozen && Object.isFrozen(data)) {
-      deepFrozen = frozenAlong(record.shape.root, data);
-      if (deepFrozen) frozen.frozen = data;
-      else frozen.notFrozen = data;
-    }
+  if (
+    again && data !== frozen.decided && check !== undefined && typeof data === "object" &&
+    data !== null && frozenPathReady()
+  ) {
+    frozen.decided = data;
+    deepFrozen = frozenAlong(record.shape.root, data) &&
+      (frozen.checkResult ??= compileCheck(record.shape, true)) !== undefined;
   }
   const passes = check === undefined ? -1 : check(data, into, columns);
   if (passes >= 0) {
@@ -191,20 +193,32 @@ function checkData(record: IntoRecord, data: unknown, into: object): number {
  */
 function frozenPasses(record: IntoRecord, into: object): number {
   const { frozen } = record;
-  // Enumerable keys on Object.prototype would be read by the generic walk.
+  // The compiled check leaves data to the generic one while Object.prototype
+  // has enumerable keys (its for-in would list them); so does this path.
   if (!noInheritedKeys()) return -1;
+  // Freezing fixes which values pass through, not what they are: the full
+  // check's test again (a value's prototype may have changed since).
+  const { passValues } = record.columns;
+  try {
+    for (let m = 0; m < frozen.passes; m++) {
+      const v = passValues[m];
+      if (typeof v === "object" && v !== null && isWalked(v)) return -1;
+    }
+  } catch {
+    return -1;
+  }
   if (frozen.resultFrozen) {
     frozenCounts.structure++;
     frozenCounts.result++;
     return frozen.passes;
   }
-  // Before the result-only check reads it, as for the data.
+  // Before the result-only check reads it, as for the data (once).
   let deepFrozen = false;
-  if (!frozen.resultTried && Object.isFrozen(into)) {
+  if (!frozen.resultTried) {
     frozen.resultTried = true;
     deepFrozen = frozenAlong(record.shape.root, into);
   }
-  const passes = record.checkResult!(undefined, into, record.columns);
+  const passes = frozen.checkResult!(undefined, into, record.columns);
   if (passes !== frozen.passes) return -1;
   if (deepFrozen) frozen.resultFrozen = true;
   frozenCounts.structure++;

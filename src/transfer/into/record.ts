@@ -41,8 +41,6 @@ export interface Group {
 export interface IntoRecord {
   readonly shape: IntoShape;
   readonly check: CompiledCheck | undefined;
-  /** The check's result-only form (defined where `check` is). */
-  readonly checkResult: CompiledCheck | undefined;
   readonly columns: MatchColumns;
   readonly dtypes: readonly DType[];
   readonly byteLengths: Float64Array;
@@ -145,11 +143,9 @@ export function buildRecord(result: object, device: number): IntoRecord {
     group.hi = Math.max(group.hi, offset + FIELDS.byteLength);
     groupOf[i] = g;
   }
-  const check = compileCheck(shape);
   return {
     shape,
-    check,
-    checkResult: check === undefined ? undefined : compileCheck(shape, true),
+    check: compileCheck(shape),
     columns: {
       sources: new Array(n).fill(undefined),
       passContainers: [],

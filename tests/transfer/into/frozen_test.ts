@@ -2,7 +2,11 @@ import { freezeContainers } from "../../../examples/freeze_containers.ts";
 import assert from "node:assert/strict";
 import { Tensor } from "../../../mod.ts";
 import { buildShape, type IntoShape } from "../../../src/reuse/into_shape.ts";
-import { frozenAlong, frozenCounts } from "../../../src/transfer/into/frozen.ts";
+import {
+  frozenAlong,
+  frozenCounts,
+  whenFrozenPathReady,
+} from "../../../src/transfer/into/frozen.ts";
 import { readCounts, readData } from "../../../src/transfer/into/leaves.ts";
 import { buildRecord, type IntoRecord } from "../../../src/transfer/into/record.ts";
 import { CUDA0, fittingData, madeResult } from "./_result.ts";
@@ -10,7 +14,11 @@ import { CUDA0, fittingData, madeResult } from "./_result.ts";
 // A frozen structure is read once: a copy of the same deep-frozen data root
 // skips the data's structure check, and of a deep-frozen result the check
 // that it still holds its tensors; everything that can still change (the
-// leaves' bytes and state, Object.prototype) is checked as before.
+// leaves' bytes and state, the values passed through, Object.prototype) is
+// checked as before, and proxies are never taken for frozen.
+
+// (The frozen path tells proxies once node:util is loaded: until then it is not taken.)
+await whenFrozenPathReady();
 
 /** A result of nested containers: two made results, one in an array. */
 function nestedResult() {
@@ -43,6 +51,12 @@ Deno.test("frozenAlong: every array and plain object frozen, with data propertie
   const second = element.rest[0];
   Object.defineProperty(element.rest, 0, { get: () => second, enumerable: true });
   assert.equal(frozenAlong(shape.root, freezeContainers(element)), false);
+  // A proxy, even over a frozen target: its traps still run.
+  const frozen = freezeContainers(nestedData());
+  assert.equal(frozenAlong(shape.root, new Proxy(frozen, {})), false);
+  const inside = nestedData();
+  inside.rest = new Proxy(freezeContainers(inside.rest), {});
+  assert.equal(frozenAlong(shape.root, freezeContainers(inside)), false);
   // A Map's entries can always change.
   const withMap = buildShape({
     m: new Map([["k", Tensor.from(new Float32Array(1))]]),
@@ -77,11 +91,13 @@ Deno.test("readData: a frozen root met again skips its structure check, its leav
 Deno.test("readData: a frozen result skips its check too, once that check passed", () => {
   const { result } = madeResult();
   const record = buildRecord(result, CUDA0);
-  // No value passed through: a frozen result refuses the write of one.
-  const data = freezeContainers({ ...fittingData(), name: "a" });
-  for (let i = 0; i < 3; i++) readData(record, data, result);
+  // (readData does not write the value passed through: a copy would, and a
+  // frozen result refuses it.)
+  const data = freezeContainers(fittingData());
+  readData(record, data, result);
+  readData(record, data, result); // the data checked deep-frozen
   Object.freeze(result);
-  readData(record, data, result); // checked deep-frozen, then its tensors read
+  readData(record, data, result); // the result checked deep-frozen, then its tensors read
   const before = { ...frozenCounts };
   readData(record, data, result);
   readData(record, data, result);
@@ -103,6 +119,9 @@ Deno.test("readData: an enumerable key on Object.prototype sends a frozen root t
   }
   assert.deepEqual(frozenCounts, before);
 });
+
+/** A class whose instances pass through (while its prototype's prototype is Object.prototype). */
+class Label {}
 
 // The differential test of the frozen path: one record kept across rounds
 // against a record made afresh each round, on the same data and result,
@@ -146,75 +165,156 @@ Deno.test("readData: a kept record reads frozen and changing structures as a fre
     }
   };
   const roots = [data];
+  const revokes: (() => void)[] = [];
+  const revoked = new WeakSet<object>();
+  const labels: Label[] = [];
   const start = { ...frozenCounts };
-  for (; round < 4000; round++) {
-    // Made before the round's changes, as a result's record is made at its
-    // first copy and kept: one of its tensors replaced since is refused.
-    const fresh = buildRecord(result, CUDA0);
-    const change = rand();
-    let undo = () => {};
-    if (change < 0.4) {
-      // Unchanged: the same root again.
-    } else if (change < 0.55) {
-      data = frozenCopy(pick([data, nestedData()]));
-    } else if (change < 0.62) {
-      data = { first: { ...data.first }, rest: [{ ...data.rest[0] }], tag: data.tag };
-    } else if (change < 0.68) {
-      // A leaf changed in place (refused where the root is frozen).
-      const at = pick([data.first, data.rest[0]]) as Record<string, unknown>;
-      try {
-        at[pick(["boxes", "ids", "big", "name"])] = pick([leaves().big, 7, new Uint8Array(3)]);
-      } catch {
-        // Frozen.
-      }
-    } else if (change < 0.72) {
-      // A frozen root with one container not frozen, changed later.
-      const inner = { ...leaves() };
-      const rest = [freezeContainers(leaves())];
-      data = Object.freeze({ first: inner, rest: Object.freeze(rest) as typeof rest, tag: 2 });
-    } else if (change < 0.76) {
-      // A frozen root whose value is read through a getter.
-      const copy = { first: { ...data.first }, rest: [{ ...data.rest[0] }], tag: 0 };
-      Object.defineProperty(copy, "tag", { get: () => round % 3, enumerable: true });
-      data = freezeContainers(copy);
-    } else if (change < 0.8) {
-      // A leaf's bytes gone: a tensor disposed, or a buffer detached.
-      const at = pick([data.first, data.rest[0]]);
-      try {
-        if (rand() < 0.5) at.boxes.dispose();
-        else structuredClone(at.ids.buffer, { transfer: [at.ids.buffer as ArrayBuffer] });
-      } catch {
-        // Not a tensor or a view there now, or detached already.
-      }
-    } else if (change < 0.85) {
-      // The result changed under its structure, for this round.
-      const at = pick([result.first, result.rest[0]]);
-      const tensor = at.ids;
-      at.ids = madeResult().result.ids;
-      undo = () => at.ids = tensor;
-    } else if (change < 0.9) {
-      (Object.prototype as Record<string, unknown>).zz = 1;
-      undo = () => delete (Object.prototype as Record<string, unknown>).zz;
-    } else if (change < 0.93) {
-      // The result's value passed through changed.
-      const tag = result.tag;
-      result.tag = 9;
-      undo = () => result.tag = tag;
-    } else {
-      // Back to an earlier root, after others filled the columns.
-      data = pick(roots);
-    }
-    if (roots[roots.length - 1] !== data) roots.push(data);
-    if (roots.length > 4) roots.shift();
-    try {
-      assert.deepEqual(outcome(kept), outcome(fresh), `round ${round}`);
-    } finally {
-      undo();
-    }
+  try {
+    rounds();
+  } finally {
+    Object.setPrototypeOf(Label.prototype, Object.prototype);
   }
   // The frozen path ran, many times.
   assert.ok(
     frozenCounts.structure - start.structure > 300,
     `${frozenCounts.structure - start.structure}`,
   );
+
+  function rounds(): void {
+    for (; round < 4000; round++) {
+      // Made before the round's changes, as a result's record is made at its
+      // first copy and kept: one of its tensors replaced since is refused.
+      const fresh = buildRecord(result, CUDA0);
+      const change = rand();
+      // (A revoked proxy cannot be read by the test either: a new root to derive from.)
+      const base = revoked.has(data) ? nestedData() : data;
+      let undo = () => {};
+      if (change < 0.4) {
+        // Unchanged: the same root again.
+      } else if (change < 0.55) {
+        data = frozenCopy(pick([base, nestedData()]));
+      } else if (change < 0.62) {
+        data = { first: { ...base.first }, rest: [{ ...base.rest[0] }], tag: base.tag };
+      } else if (change < 0.68) {
+        // A leaf changed in place (refused where the root is frozen).
+        const at = pick([base.first, base.rest[0]]) as Record<string, unknown>;
+        try {
+          at[pick(["boxes", "ids", "big", "name"])] = pick([leaves().big, 7, new Uint8Array(3)]);
+        } catch {
+          // Frozen.
+        }
+      } else if (change < 0.72) {
+        // A frozen root with one container not frozen, changed later.
+        const inner = { ...leaves() };
+        const rest = [freezeContainers(leaves())];
+        data = Object.freeze({ first: inner, rest: Object.freeze(rest) as typeof rest, tag: 2 });
+      } else if (change < 0.76) {
+        // A frozen root whose value is read through a getter.
+        const copy = { first: { ...base.first }, rest: [{ ...base.rest[0] }], tag: 0 };
+        Object.defineProperty(copy, "tag", { get: () => round % 3, enumerable: true });
+        data = freezeContainers(copy);
+      } else if (change < 0.8) {
+        // A leaf's bytes gone: a tensor disposed, or a buffer detached.
+        const at = pick([base.first, base.rest[0]]);
+        try {
+          if (rand() < 0.5) at.boxes.dispose();
+          else structuredClone(at.ids.buffer, { transfer: [at.ids.buffer as ArrayBuffer] });
+        } catch {
+          // Not a tensor or a view there now, or detached already.
+        }
+      } else if (change < 0.85) {
+        // The result changed under its structure, for this round.
+        const at = pick([result.first, result.rest[0]]);
+        const tensor = at.ids;
+        at.ids = madeResult().result.ids;
+        undo = () => at.ids = tensor;
+      } else if (change < 0.9) {
+        (Object.prototype as Record<string, unknown>).zz = 1;
+        undo = () => delete (Object.prototype as Record<string, unknown>).zz;
+      } else if (change < 0.91) {
+        // The result's container replaced, for this round.
+        const rest = result.rest;
+        result.rest = [madeResult().result];
+        undo = () => result.rest = rest;
+      } else if (change < 0.93) {
+        // A frozen root behind a proxy: revoked, or listing its keys reversed, later.
+        const { proxy, revoke } = Proxy.revocable(frozenCopy(base), {});
+        const reversed = new Proxy(frozenCopy(base), {
+          ownKeys: (target) =>
+            round % 2 === 0 ? Reflect.ownKeys(target) : Reflect.ownKeys(target).reverse(),
+        });
+        data = pick([proxy, reversed]) as typeof data;
+        revokes.push(() => {
+          revoke();
+          revoked.add(proxy);
+        });
+      } else if (change < 0.95) {
+        // A value passed through that is an object (frozen or not), its
+        // prototype (or its prototype's) changed later: a plain object or a
+        // Map is walked, not passed through.
+        const label = new Label();
+        if (rand() < 0.5) Object.freeze(label);
+        labels.push(label);
+        const copy = frozenCopy(base);
+        data = freezeContainers({ ...copy, tag: label as unknown as number });
+      } else if (change < 0.96) {
+        if (revokes.length > 0) revokes.pop()!();
+        const label = labels[labels.length - 1];
+        if (label !== undefined && !Object.isFrozen(label)) {
+          Object.setPrototypeOf(label, pick([Object.prototype, Label.prototype]));
+        }
+        Object.setPrototypeOf(Label.prototype, pick([Object.prototype, Map.prototype]));
+      } else {
+        // Back to an earlier root, after others filled the columns.
+        data = pick(roots);
+      }
+      if (roots[roots.length - 1] !== data) roots.push(data);
+      if (roots.length > 4) roots.shift();
+      try {
+        assert.deepEqual(outcome(kept), outcome(fresh), `round ${round}`);
+      } finally {
+        undo();
+      }
+    }
+  }
+});
+
+Deno.test("readData: a frozen result is not read again, a proxy of one always is", () => {
+  let seed = 7;
+  const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
+  for (const behindProxy of [false, true]) {
+    const plain = freezeContainers(nestedResult());
+    const { proxy, revoke } = Proxy.revocable(plain, {});
+    const result = behindProxy ? proxy : plain;
+    const kept = buildRecord(result, CUDA0);
+    let data = freezeContainers(nestedData());
+    const start = { ...frozenCounts };
+    const outcome = (record: IntoRecord | Error) => {
+      if (record instanceof Error) return "refused";
+      try {
+        const passes = readData(record, data, result);
+        return { passes, views: [...record.views], state: [...record.groupState] };
+      } catch {
+        return "refused";
+      }
+    };
+    for (let round = 0; round < 600; round++) {
+      let fresh: IntoRecord | Error;
+      try {
+        fresh = buildRecord(result, CUDA0);
+      } catch (error) {
+        fresh = error as Error;
+      }
+      const change = rand();
+      if (change < 0.15) data = freezeContainers(nestedData());
+      else if (change < 0.2) data = { ...data, tag: 3 };
+      else if (change < 0.25) data.first.boxes.dispose();
+      if (behindProxy && round === 300) revoke();
+      assert.deepEqual(outcome(kept), outcome(fresh), `round ${round}`);
+    }
+    const skipped = frozenCounts.result - start.result;
+    if (behindProxy) assert.equal(skipped, 0);
+    else assert.ok(skipped > 100, `${skipped} skipped`);
+    assert.ok(frozenCounts.structure - start.structure > 100);
+  }
 });
