@@ -128,7 +128,14 @@ export function checkSource(
   // A value passed through, at `key` of containers `d` (data) and `p` (result).
   const emitPass = (d: string, p: string, key: string, indent: string) => {
     if (resultOnly) {
-      // (The key and the value are the last full check's: the data has not changed.)
+      // (The key and the value are the last full check's: the data has not
+      // changed; the value's prototype may have, by the result's code too:
+      // tested here, at its place, as the full check does.)
+      const v = fresh("v");
+      emitLine(`${indent}const ${v} = C.passValues[m];`);
+      emitLine(
+        `${indent}if (typeof ${v} === "object" && ${v} !== null && isWalked(${v})) return -1;`,
+      );
       emitLine(`${indent}C.passContainers[m++] = ${p};`);
       return;
     }

@@ -41,8 +41,11 @@ export interface FrozenReads {
   seen: unknown;
   /** That root, once checked deep-frozen (whatever the answer: once a run of copies of it). */
   decided: unknown;
-  /** The result-only check, compiled once a root is found deep-frozen (undefined: not yet, or too large). */
-  checkResult: CompiledCheck | undefined;
+  /**
+   * The result-only check, compiled once a root is found deep-frozen
+   * (undefined: not yet; null: past the compiled code's budget, no path).
+   */
+  checkResult: CompiledCheck | null | undefined;
   /** Whether the result is deep-frozen and its result-only check passed since. */
   resultFrozen: boolean;
   /** Whether the result was checked deep-frozen (once: the answer stands for good). */
@@ -72,11 +75,17 @@ export function frozenReads(): FrozenReads {
 // Proxies are never frozen here: their traps run at every read, throw once
 // revoked, and may list keys in another order, while a target's being
 // frozen fixes only the keys and values they report. JavaScript cannot
-// tell a proxy; Node's `util.types.isProxy` can, in Deno too. Loaded on
-// first need (importing node:util costs ~8 ms, a fifth of the package's
-// own import, which every user would pay): until it is, nothing is frozen.
+// tell a proxy; Node's `util.types.isProxy` can, in Deno too. Imported at
+// the first copy into a result (record.ts), not with the package: importing
+// node:util costs 6–8 ms, a fifth of the package's own import, which every
+// user would pay; until it is loaded, nothing is frozen.
 let isProxy: ((value: unknown) => boolean) | undefined;
 let loading: Promise<void> | undefined;
+
+// The built-ins the checks use, as the package found them (a user's
+// replacement of Object.isFrozen must not make mutable data look frozen).
+const { isFrozen, getOwnPropertyDescriptor } = Object;
+const { isArray } = Array;
 
 /**
  * Whether the frozen path can tell proxies yet; starts loading what tells
@@ -85,7 +94,7 @@ let loading: Promise<void> | undefined;
 export function frozenPathReady(): boolean {
   loading ??= import("node:util").then((util) => {
     isProxy = util.types.isProxy;
-  }, () => {});
+  }).catch(() => {});
   return isProxy !== undefined;
 }
 
@@ -111,7 +120,7 @@ export function frozenAlong(node: ShapeNode, value: unknown): boolean {
       return false;
     case "array": {
       // (Proxies first: isFrozen and isArray would run or pass through their traps.)
-      if (!ordinary(value) || !Array.isArray(value) || !Object.isFrozen(value)) return false;
+      if (!ordinary(value) || !isArray(value) || !isFrozen(value)) return false;
       const { items } = node;
       for (let i = 0; i < items.length; i++) {
         const item = dataValue(value, String(i));
@@ -120,7 +129,7 @@ export function frozenAlong(node: ShapeNode, value: unknown): boolean {
       return true;
     }
     case "object": {
-      if (!ordinary(value) || !Object.isFrozen(value)) return false;
+      if (!ordinary(value) || !isFrozen(value)) return false;
       const { keys, values } = node;
       for (let i = 0; i < keys.length; i++) {
         const item = dataValue(value, keys[i]);
@@ -140,6 +149,6 @@ const NOT_DATA: unique symbol = Symbol("not a data property");
 
 /** The own data property `key` of `container`, or NOT_DATA (missing, or a getter or setter). */
 function dataValue(container: object, key: string): unknown {
-  const descriptor = Object.getOwnPropertyDescriptor(container, key);
+  const descriptor = getOwnPropertyDescriptor(container, key);
   return descriptor !== undefined && "value" in descriptor ? descriptor.value : NOT_DATA;
 }

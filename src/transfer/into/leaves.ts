@@ -166,8 +166,9 @@ function checkData(record: IntoRecord, data: unknown, into: object): number {
     data !== null && frozenPathReady()
   ) {
     frozen.decided = data;
+    // (null: the result-only check did not fit the compiled code's budget.)
     deepFrozen = frozenAlong(record.shape.root, data) &&
-      (frozen.checkResult ??= compileCheck(record.shape, true)) !== undefined;
+      (frozen.checkResult ??= compileCheck(record.shape, true) ?? null) !== null;
   }
   const passes = check === undefined ? -1 : check(data, into, columns);
   if (passes >= 0) {
@@ -196,18 +197,19 @@ function frozenPasses(record: IntoRecord, into: object): number {
   // The compiled check leaves data to the generic one while Object.prototype
   // has enumerable keys (its for-in would list them); so does this path.
   if (!noInheritedKeys()) return -1;
-  // Freezing fixes which values pass through, not what they are: the full
-  // check's test again (a value's prototype may have changed since).
-  const { passValues } = record.columns;
-  try {
-    for (let m = 0; m < frozen.passes; m++) {
-      const v = passValues[m];
-      if (typeof v === "object" && v !== null && isWalked(v)) return -1;
-    }
-  } catch {
-    return -1;
-  }
   if (frozen.resultFrozen) {
+    // Freezing fixes which values pass through, not what they are: the full
+    // check's test again (a value's prototype may have changed since). (The
+    // result-only check tests them at their places, after the result's code.)
+    const { passValues } = record.columns;
+    try {
+      for (let m = 0; m < frozen.passes; m++) {
+        const v = passValues[m];
+        if (typeof v === "object" && v !== null && isWalked(v)) return -1;
+      }
+    } catch {
+      return -1;
+    }
     frozenCounts.structure++;
     frozenCounts.result++;
     return frozen.passes;

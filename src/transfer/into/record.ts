@@ -19,7 +19,7 @@ import type { MatchColumns } from "../../reuse/into_match.ts";
 import { buildShape, type IntoShape } from "../../reuse/into_shape.ts";
 import { type TensorFields, tensorFields, tensorInternals } from "../../tensor.ts";
 import type { LedgerRoute } from "../ledger_ops.ts";
-import { type FrozenReads, frozenReads } from "./frozen.ts";
+import { frozenPathReady, type FrozenReads, frozenReads } from "./frozen.ts";
 import { type KnownLeaves, knownLeaves } from "./known.ts";
 
 /** One storage of a result and its tensors. */
@@ -101,6 +101,8 @@ export function buildRecord(result: object, device: number): IntoRecord {
       `Cannot copy into this value: ${shape} (a result of startCopy(...).get() to ${name} is expected)`,
     );
   }
+  // (What the frozen path needs loads meanwhile: frozen.ts.)
+  frozenPathReady();
   const { tensors } = shape;
   const n = tensors.length;
   const dtypes: DType[] = [];

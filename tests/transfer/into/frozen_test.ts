@@ -318,3 +318,34 @@ Deno.test("readData: a frozen result is not read again, a proxy of one always is
     assert.ok(frozenCounts.structure - start.structure > 100);
   }
 });
+
+Deno.test("readData: a result's getter that changes a value passed through is seen by the frozen path too", () => {
+  // The full check tests each value passed through at its place, after the
+  // result's reads before it; a getter there may make the value a plain
+  // object, which is walked, not passed through.
+  const { result } = madeResult();
+  const value = new Label();
+  let armed = false;
+  const boxes = result.boxes;
+  Object.defineProperty(result, "boxes", {
+    get: () => {
+      if (armed) {
+        armed = false;
+        Object.setPrototypeOf(value, Object.prototype);
+      }
+      return boxes;
+    },
+    enumerable: true,
+    configurable: true,
+  });
+  const data = freezeContainers({ ...fittingData(), name: value as unknown as string });
+  const kept = buildRecord(result, CUDA0);
+  for (let i = 0; i < 3; i++) readData(kept, data, result);
+  const before = frozenCounts.structure;
+  for (const record of [kept, buildRecord(result, CUDA0)]) {
+    Object.setPrototypeOf(value, Label.prototype);
+    armed = true;
+    assert.throws(() => readData(record, data, result), /at \$\.name/);
+  }
+  assert.equal(frozenCounts.structure, before, "the frozen path ran, and refused");
+});
