@@ -106,6 +106,27 @@ function floorCopy(bytes: number, toDevice: boolean): { run: Body; free: () => v
   };
 }
 
+/**
+ * A row of `data` copied into its last result (`into`) against `floor`;
+ * `frozen`: the result's containers frozen too.
+ */
+async function intoCase(
+  name: string,
+  data: unknown,
+  floor: { run: Body },
+  frozen = false,
+): Promise<void> {
+  const result = await startCopy(data, "cuda:0").get();
+  const previous = (frozen ? freezeContainers(result) : result) as object;
+  await runCase(name, data, SMALL_ITERATIONS, [
+    ["(c) startCopy({ into })", async () => {
+      await startCopy(data, "cuda:0", { into: previous }).get();
+    }],
+    [FLOOR, floor.run],
+  ]);
+  disposeAll(previous);
+}
+
 function leavesOf(data: unknown): TypedArray[] {
   return collectLeaves(data).map((leaf) =>
     ArrayBuffer.isView(leaf) ? leaf : (leaf as Tensor).toTypedArray()
@@ -325,50 +346,23 @@ await hostToDeviceCase("ref batch 16 H2D", ref16, SMALL_ITERATIONS);
     [FLOOR, floor.run],
   ]);
   // The opt-in reuse path: the same batch copied into the last result, in place.
-  const previous = await startCopy(inArena, "cuda:0").get();
-  await runCase(
-    "ref batch 16 H2D from a hostArena, into the last result",
-    inArena,
-    SMALL_ITERATIONS,
-    [
-      ["(c) startCopy({ into })", async () => {
-        await startCopy(inArena, "cuda:0", { into: previous }).get();
-      }],
-      [FLOOR, floor.run],
-    ],
-  );
-  disposeAll(previous);
+  await intoCase("ref batch 16 H2D from a hostArena, into the last result", inArena, floor);
   // The same with the batch's and the result's containers frozen: the
   // frozen path reads neither structure again (src/transfer/into/frozen.ts).
   const frozenArena = hostArena(1 << 20);
-  const frozen = freezeContainers(createBatchMetaData(16, 1, frozenArena));
-  const frozenPrevious = freezeContainers(await startCopy(frozen, "cuda:0").get());
-  await runCase(
+  await intoCase(
     "ref batch 16 H2D from a hostArena, frozen, into the last result",
-    frozen,
-    SMALL_ITERATIONS,
-    [
-      ["(c) startCopy({ into })", async () => {
-        await startCopy(frozen, "cuda:0", { into: frozenPrevious }).get();
-      }],
-      [FLOOR, floor.run],
-    ],
+    freezeContainers(createBatchMetaData(16, 1, frozenArena)),
+    floor,
+    true,
   );
-  disposeAll(frozenPrevious);
   frozenArena.dispose();
   floor.free();
   arena.dispose();
 }
 {
-  const previous = await startCopy(ref16, "cuda:0").get();
   const floor = floorCopy(bytesOf(ref16), true);
-  await runCase("ref batch 16 H2D, into the last result", ref16, SMALL_ITERATIONS, [
-    ["(c) startCopy({ into })", async () => {
-      await startCopy(ref16, "cuda:0", { into: previous }).get();
-    }],
-    [FLOOR, floor.run],
-  ]);
-  disposeAll(previous);
+  await intoCase("ref batch 16 H2D, into the last result", ref16, floor);
   floor.free();
 }
 await hostToDeviceCase("ref batch 64 H2D", ref64, SMALL_ITERATIONS);

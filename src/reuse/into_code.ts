@@ -19,6 +19,7 @@
 
 import type { Tensor } from "../tensor.ts";
 import { MAP_PROBE } from "../walk/plan_compiler.ts";
+import { noInheritedKeys } from "../walk/plan_checks.ts";
 import type { MatchColumns } from "./into_match.ts";
 import { type IntoShape, isWalked, type ShapeNode } from "./into_shape.ts";
 
@@ -40,12 +41,6 @@ export const MAX_TOTAL_SOURCE = 8 * 1024 * 1024;
  * structure, transfer/into/frozen.ts).
  */
 export type CompiledCheck = (data: unknown, result: unknown, columns: MatchColumns) => number;
-
-/** Whether Object.prototype has no enumerable key (then for-in lists own keys only). */
-function noInheritedKeys(): boolean {
-  for (const _ in Object.prototype) return false;
-  return true;
-}
 
 type Factory = (
   tensors: readonly Tensor[],

@@ -120,6 +120,8 @@ Deno.test("readData: an enumerable key on Object.prototype sends a frozen root t
   assert.deepEqual(frozenCounts, before);
 });
 
+const ROUNDS = Number(Deno.env.get("MTC_FROZEN_ROUNDS") ?? 4000);
+
 /** A class whose instances pass through (while its prototype's prototype is Object.prototype). */
 class Label {}
 
@@ -127,7 +129,8 @@ class Label {}
 // against a record made afresh each round, on the same data and result,
 // changed between rounds in the ways a user can change them.
 Deno.test("readData: a kept record reads frozen and changing structures as a fresh one does", () => {
-  let seed = 20261125;
+  // (More rounds, another seed: MTC_FROZEN_ROUNDS, MTC_FROZEN_SEED.)
+  let seed = Number(Deno.env.get("MTC_FROZEN_SEED") ?? 20261125);
   const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 2 ** 32;
   const pick = <T>(items: T[]): T => items[Math.floor(rand() * items.length)];
   const result = nestedResult();
@@ -181,7 +184,7 @@ Deno.test("readData: a kept record reads frozen and changing structures as a fre
   );
 
   function rounds(): void {
-    for (; round < 4000; round++) {
+    for (; round < ROUNDS; round++) {
       // Made before the round's changes, as a result's record is made at its
       // first copy and kept: one of its tensors replaced since is refused.
       const fresh = buildRecord(result, CUDA0);
