@@ -220,7 +220,8 @@ export class PackedWalk implements LeafTaker {
     const data = tensorInternals.packedData(leaf);
     if (data === undefined) return this.#takeFromArena(leaf);
     if (this.#arena !== undefined) return this.#off();
-    const bytes = viewByteLength(data);
+    // (packedData checked that the data still has the layout's length.)
+    const bytes = tensorInternals.layout(leaf).byteLength;
     const offset = this.#place(bytes);
     if (offset < 0) return this.#off();
     this.#copy(data, tensorInternals.code(leaf, data), offset);
