@@ -37,6 +37,11 @@ if grep -nE 'from "(\./|\.\./)(memory|staging)/' src/start_copy.ts src/route.ts 
   echo "boundary: start_copy.ts, route.ts, walk/ and pack_plan.ts take no pool or Worker (types only)" >&2
   fail=1
 fi
+# The walk's folder stays split by concept (issue 20, Deliver 5).
+if awk 'FNR == 251 { print FILENAME ": over 250 lines" }' src/walk/*.ts | grep .; then
+  echo "boundary: the files above in src/walk/ are over 250 lines: split them by concept" >&2
+  fail=1
+fi
 # Imports point down the layers: ffi/ is below every room of src/, and
 # memory/ (the pools and caches, the stager pool among them) is below
 # staging/ (which fills pinned memory).

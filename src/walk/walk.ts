@@ -108,12 +108,8 @@ function visit(
   if (code !== NO_CODE) {
     const array = value as TypedArray;
     if (viewByteLength(array) === 0) {
-      if (isDetached(array)) {
-        throw rejected.detached();
-      }
-      if (isOutOfBounds(array)) {
-        throw rejected.outOfBounds();
-      }
+      if (isDetached(array)) throw rejected.detached();
+      if (isOutOfBounds(array)) throw rejected.outOfBounds();
     }
     return sink.add(array, array, code);
   }
@@ -136,13 +132,9 @@ function visit(
   if (kind === NOT_A_CONTAINER) return value;
   const scanned = depth < SCAN_DEPTH ? depth : SCAN_DEPTH;
   for (let d = 0; d < scanned; d++) {
-    if (ancestors[d] === value) {
-      throw rejected.cyclic();
-    }
+    if (ancestors[d] === value) throw rejected.cyclic();
   }
-  if (depth >= SCAN_DEPTH && (deepAncestors ??= new Set()).has(value)) {
-    throw rejected.cyclic();
-  }
+  if (depth >= SCAN_DEPTH && (deepAncestors ??= new Set()).has(value)) throw rejected.cyclic();
   if (depth >= MAX_DEPTH) throw rejected.tooDeep(MAX_DEPTH);
   ancestors[depth] = value;
   if (depth >= SCAN_DEPTH) deepAncestors!.add(value);
