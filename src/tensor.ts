@@ -19,7 +19,9 @@ import {
   isDetached,
   type TypedArray,
   typedArrayNameOf,
+  viewBuffer,
   viewByteLength,
+  viewByteOffset,
 } from "./dtype.ts";
 import type { After } from "./gpu/after.ts";
 import { afterOption, type DisposeOptions, OrderedRelease } from "./gpu/ordered_release.ts";
@@ -355,7 +357,7 @@ export class Tensor {
       const data = tensor.#data;
       // The walk reads this for every CPU tensor leaf: one comparison on
       // the path of a view that still has the tensor's length.
-      return data === undefined || data.byteLength === tensor.#layout.byteLength
+      return data === undefined || viewByteLength(data) === tensor.#layout.byteLength
         ? data
         : Tensor.#fixLength(tensor, data);
     };
@@ -394,18 +396,18 @@ export class Tensor {
       if (tensor.#slot === DISPOSED) return REJECTED_LEAF;
       const data = tensor.#data;
       const byteLength = tensor.#layout.byteLength;
-      if (data === undefined || data.byteLength === byteLength) return data;
+      if (data === undefined || viewByteLength(data) === byteLength) return data;
       const fixed = Tensor.#fixLength(tensor, data);
-      return fixed.byteLength === byteLength ? fixed : REJECTED_LEAF;
+      return viewByteLength(fixed) === byteLength ? fixed : REJECTED_LEAF;
     };
     tensorInternals.packedData = (tensor) => {
       // (A disposed tensor has no data.)
       const data = tensor.#data;
       if (data === undefined || tensor.#memory !== undefined) return undefined;
       const byteLength = tensor.#layout.byteLength;
-      if (data.byteLength === byteLength) return data;
+      if (viewByteLength(data) === byteLength) return data;
       const fixed = Tensor.#fixLength(tensor, data);
-      return fixed.byteLength === byteLength ? fixed : undefined;
+      return viewByteLength(fixed) === byteLength ? fixed : undefined;
     };
     tensorInternals.code = (tensor, data) => {
       const code = tensor.#slot;
@@ -427,9 +429,9 @@ export class Tensor {
       }
       // Undefined once disposed, and for a pinned tensor (its storage).
       const data = tensor.#data;
-      if (data === undefined || data.byteLength === byteLength) return data;
+      if (data === undefined || viewByteLength(data) === byteLength) return data;
       const fixed = Tensor.#fixLength(tensor, data);
-      return fixed.byteLength === byteLength ? fixed : undefined;
+      return viewByteLength(fixed) === byteLength ? fixed : undefined;
     };
     tensorInternals.read = (tensor, into) => {
       const layout = tensor.#layout;
@@ -625,12 +627,14 @@ export class Tensor {
   /** The wrapped host data, checked to still hold the tensor's bytes. */
   static #wrapped(tensor: Tensor): TypedArray | undefined {
     let data = tensor.#data;
-    if (data === undefined || data.byteLength === tensor.#layout.byteLength) return data;
+    if (data === undefined || viewByteLength(data) === tensor.#layout.byteLength) return data;
     data = Tensor.#fixLength(tensor, data);
-    if (data.byteLength === tensor.#layout.byteLength) return data;
+    if (viewByteLength(data) === tensor.#layout.byteLength) return data;
     const what = isDetached(data) ? "detached" : "shrunk below the tensor's bytes";
     throw new TypeError(
-      `Cannot use a tensor whose buffer was ${what} after it was wrapped (${tensor.#layout.byteLength} bytes expected, ${data.byteLength} left): wrap the data again`,
+      `Cannot use a tensor whose buffer was ${what} after it was wrapped (${tensor.#layout.byteLength} bytes expected, ${
+        viewByteLength(data)
+      } left): wrap the data again`,
     );
   }
 
@@ -646,11 +650,12 @@ export class Tensor {
    * bytes) is returned as is, for the caller to refuse.
    */
   static #fixLength(tensor: Tensor, data: TypedArray): TypedArray {
-    if (data.byteLength < tensor.#layout.byteLength) return data;
-    const fixed = new (builtinClassOf(data))(
-      data.buffer,
-      data.byteOffset,
-      tensor.#layout.byteLength / data.BYTES_PER_ELEMENT,
+    if (viewByteLength(data) < tensor.#layout.byteLength) return data;
+    const cls = builtinClassOf(data);
+    const fixed = new cls(
+      viewBuffer(data),
+      viewByteOffset(data),
+      tensor.#layout.byteLength / cls.BYTES_PER_ELEMENT,
     );
     tensor.#data = fixed;
     return fixed;

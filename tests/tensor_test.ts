@@ -162,6 +162,29 @@ Deno.test("a tensor over a resizable buffer keeps its size: growth is ignored, s
   );
 });
 
+Deno.test("a wrapped view that lies about its byteLength is measured by the engine: a shrunk buffer is refused, not read", async () => {
+  for (const lie of ["own property", "subclass getter"]) {
+    class Lying extends Float32Array {
+      override get byteLength(): number {
+        return 16;
+      }
+    }
+    const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
+    // Length-tracking: a copy to the CPU wraps it as it is (the user still holds it).
+    const view = lie === "own property" ? new Float32Array(buffer) : new Lying(buffer);
+    view.set([1, 2, 3, 4]);
+    const [tensor] = await startCopy([view], "cpu").get();
+    if (lie === "own property") Object.defineProperty(view, "byteLength", { value: 16 });
+    buffer.resize(8); // 2 elements left; the view says 16 bytes still
+    assert.equal(view.byteLength, 16, lie);
+    assert.throws(() => tensor.toTypedArray(), /shrunk below the tensor's bytes/, lie);
+    assert.throws(() => startCopy({ boxes: tensor }, "cpu"), TypeError, lie);
+    buffer.resize(16); // its bytes exist again
+    const { boxes } = await startCopy({ boxes: tensor }, "cpu").get();
+    assert.deepEqual([...boxes.toTypedArray()], [1, 2, 0, 0], lie);
+  }
+});
+
 Deno.test("a copy to the CPU of a length-tracking view keeps its shape while the buffer grows, and stays valid while its bytes exist", async () => {
   const buffer = new ArrayBuffer(16, { maxByteLength: 64 });
   const leaf = new Float32Array(buffer); // no length: it tracks the buffer's
